@@ -1,0 +1,112 @@
+"""servesweep command line: validate, plan, run-point, summary."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .errors import InputError, Problem
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _recipe_files(files: list[str]) -> list[Path]:
+    if files:
+        return [Path(f) for f in files]
+    return sorted((ROOT / "recipes").glob("*.yaml"))
+
+
+def cmd_validate(a) -> int:
+    from .cluster import all_clusters
+    from .recipe import load_recipes
+
+    clusters = all_clusters()
+    if a.cluster and a.cluster not in clusters:
+        raise InputError([Problem("--cluster", "cluster", f"unknown cluster {a.cluster!r}")])
+    recipes, problems = load_recipes(_recipe_files(a.files), clusters, a.cluster, root=Path.cwd())
+    if problems:
+        raise InputError(problems)
+    for r in recipes:
+        targets = [c for c in r.clusters if a.cluster in (None, c)]
+        print(f"ok  {r.source}  ({r.engine_kind}; clusters: {', '.join(targets) or 'none selected'})")
+    return 0
+
+
+def cmd_plan(a) -> int:
+    from .cluster import all_clusters
+    from .plan import canonical, render
+    from .recipe import load_recipes
+
+    clusters = all_clusters()
+    recipes, problems = load_recipes([Path(a.recipe)], clusters, a.cluster)
+    if problems:
+        raise InputError(problems)
+    (recipe,) = recipes
+    cluster_name = a.cluster or recipe.clusters[0]
+    if cluster_name not in recipe.clusters:
+        raise InputError(
+            [Problem(recipe.source, "clusters", f"recipe does not run on cluster {cluster_name!r}")]
+        )
+    conc = a.conc if a.conc is not None else recipe.concurrency[0]
+    rehearsal = clusters["local"] if a.rehearsal else None
+    sys.stdout.write(canonical(render(recipe, clusters[cluster_name], conc, rehearsal)))
+    return 0
+
+
+def cmd_run_point(a) -> int:
+    from .driver import run_point
+
+    return run_point(Path(a.plan), Path(a.result), log_dir=Path(a.log_dir) if a.log_dir else None)
+
+
+def cmd_summary(a) -> int:
+    from .summary import build_summary
+
+    build_summary(
+        results=[Path(p) for p in a.results],
+        selection=Path(a.selection),
+        out_md=Path(a.out),
+        baseline=Path(a.baseline) if a.baseline else None,
+    )
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="servesweep", description="LLM-serving benchmark sweeps")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    v = sub.add_parser("validate", help="validate recipes against the clusters they declare")
+    v.add_argument("files", nargs="*", help="recipe files (default: recipes/*.yaml)")
+    v.add_argument("--cluster", help="only check against this cluster")
+    v.set_defaults(func=cmd_validate)
+    p = sub.add_parser("plan", help="print one point's launch plan as JSON")
+    p.add_argument("recipe")
+    p.add_argument("--cluster")
+    p.add_argument("--conc", type=int)
+    p.add_argument("--rehearsal", action="store_true", help="engines replaced by the mocker, run locally")
+    p.set_defaults(func=cmd_plan)
+    r = sub.add_parser("run-point", help="run one point from its plan and write its result")
+    r.add_argument("plan")
+    r.add_argument("result")
+    r.add_argument("--log-dir")
+    r.set_defaults(func=cmd_run_point)
+    s = sub.add_parser("summary", help="roll result files into results/summary.md")
+    s.add_argument("--selection", required=True, help="JSON list of the selected points")
+    s.add_argument("--out", required=True)
+    s.add_argument("--baseline")
+    s.add_argument("results", nargs="*")
+    s.set_defaults(func=cmd_summary)
+    a = ap.parse_args(argv)
+    try:
+        return a.func(a)
+    except InputError as e:
+        print(e.report(), file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("servesweep: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,130 @@
+"""A cluster's facts: hardware shape, placeholder values, paths, timeouts.
+
+Each lives in ``profiles/<profile>/cluster.yaml``; the cluster name inside the
+file is what recipes refer to (several profiles may not claim one name).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import InputError, Problem
+from .yamlio import load_yaml, schema_problems
+
+PROFILES_DIR = Path(__file__).resolve().parents[2] / "profiles"
+
+
+@dataclass(frozen=True)
+class Cluster:
+    name: str
+    launcher: str
+    nodes: int
+    gpus_per_node: int
+    source: str
+    gpu_type: str = ""
+    cpus_per_job: int = 2
+    mem_mb_per_node: int = 8000
+    container_runtime: str | None = None
+    container_mounts: tuple[str, ...] = ()
+    engine_python: str = "python3"
+    aiperf: str = "aiperf"
+    hf_home: str | None = None
+    tokenizer: str | None = None
+    placeholders: dict = field(default_factory=dict, hash=False, compare=False)
+    readiness_timeout_s: float = 900.0
+    runtime_margin_s: float = 300.0
+    port_base: int = 20000
+    port_block: int = 512
+    port_slots: int = 16
+    rehearsal_max_duration_s: float = 20.0
+    rehearsal_max_concurrency: int = 32
+
+
+def _from_doc(doc: dict, source: str) -> Cluster:
+    container = doc.get("container") or {}
+    rehearsal = doc.get("rehearsal") or {}
+    kwargs = {
+        k: doc[k]
+        for k in (
+            "gpu_type",
+            "cpus_per_job",
+            "mem_mb_per_node",
+            "engine_python",
+            "aiperf",
+            "hf_home",
+            "tokenizer",
+            "readiness_timeout_s",
+            "runtime_margin_s",
+            "port_base",
+            "port_block",
+            "port_slots",
+        )
+        if k in doc
+    }
+    return Cluster(
+        name=doc["name"],
+        launcher=doc["launcher"],
+        nodes=doc["nodes"],
+        gpus_per_node=doc["gpus_per_node"],
+        source=source,
+        container_runtime=container.get("runtime"),
+        container_mounts=tuple(container.get("mounts", ())),
+        placeholders={k: str(v) for k, v in (doc.get("placeholders") or {}).items()},
+        rehearsal_max_duration_s=rehearsal.get("max_duration_s", 20.0),
+        rehearsal_max_concurrency=rehearsal.get("max_concurrency", 32),
+        **kwargs,
+    )
+
+
+def load_cluster_file(path: Path, label: str | None = None) -> Cluster:
+    label = label or str(path)
+    doc, problems = load_yaml(path, label)
+    if not problems:
+        problems = schema_problems(doc, "cluster.schema.yaml", label)
+    if problems:
+        raise InputError(problems)
+    return _from_doc(doc, label)
+
+
+def _rel(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+@functools.cache
+def _load_all(profiles_dir: Path) -> tuple[dict, tuple[Problem, ...]]:
+    clusters: dict[str, Cluster] = {}
+    problems: list[Problem] = []
+    root = profiles_dir.parent
+    for path in sorted(profiles_dir.glob("*/cluster.yaml")):
+        try:
+            c = load_cluster_file(path, _rel(path, root))
+        except InputError as e:
+            problems += e.problems
+            continue
+        if c.name in clusters:
+            problems.append(
+                Problem(c.source, "name", f"cluster {c.name!r} is already defined by {clusters[c.name].source}")
+            )
+            continue
+        clusters[c.name] = c
+    return clusters, tuple(problems)
+
+
+def all_clusters(profiles_dir: Path = PROFILES_DIR) -> dict[str, Cluster]:
+    clusters, problems = _load_all(Path(profiles_dir).resolve())
+    if problems:
+        raise InputError(list(problems))
+    return clusters
+
+
+def get_cluster(name: str, profiles_dir: Path = PROFILES_DIR) -> Cluster:
+    clusters = all_clusters(profiles_dir)
+    if name not in clusters:
+        known = ", ".join(sorted(clusters))
+        raise InputError([Problem("--cluster / config cluster", "cluster", f"unknown cluster {name!r}; known: {known}")])
+    return clusters[name]

@@ -1,0 +1,40 @@
+"""Problems found in user input: always file + field + reason, never a traceback."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    file: str
+    field: str
+    reason: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}: {self.field}" if self.field else self.file
+        return f"{where}: {self.reason}"
+
+
+class InputError(Exception):
+    """One or more problems in recipes or cluster facts."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = sorted(set(problems))
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+    def report(self) -> str:
+        n = len(self.problems)
+        lines = [f"servesweep: {n} problem{'s' if n != 1 else ''} found:"]
+        lines += [f"  {p}" for p in self.problems]
+        return "\n".join(lines)
+
+
+def field_path(parts) -> str:
+    out = ""
+    for p in parts:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        else:
+            out += f".{p}" if out else str(p)
+    return out

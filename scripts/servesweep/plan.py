@@ -1,0 +1,291 @@
+"""(recipe, cluster facts, concurrency) -> Plan: a pure, deterministic function.
+
+The plan lists every physical process with its node, GPU slice, ports, env
+and argv, plus benchmark settings and Slurm resources. Its canonical JSON is
+what the point rule depends on, so it holds only what affects that point.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import engines, topology
+from .cluster import Cluster
+from .recipe import PLACEHOLDER, RUNTIME_PLACEHOLDERS, Recipe
+
+PLAN_SCHEMA = "servesweep.plan/1"
+REHEARSAL_MODEL = "tiny-llama"
+REHEARSAL_DATASET = {"synthetic": {"isl": 256, "osl": 32, "entries": 500}}
+
+
+@dataclass(frozen=True)
+class Process:
+    """A physical process of the stack. Rendering is the only thing that creates these."""
+
+    name: str
+    role: str  # frontend | agg | prefill | decode
+    worker: int | None
+    node: int
+    gpus: tuple[int, ...]
+    ports: tuple[engines.Port, ...]
+    env: dict
+    argv: tuple[str, ...]
+    health_url: str | None
+    registers: dict
+    headless: bool = False
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "role": self.role,
+            "worker": self.worker,
+            "node": self.node,
+            "gpus": list(self.gpus),
+            "ports": {p.name: {"port": p.number, "count": p.count} for p in self.ports},
+            "env": self.env,
+            "argv": list(self.argv),
+            "health_url": self.health_url,
+            "registers": self.registers,
+            "headless": self.headless,
+        }
+
+
+def _fill(node, values: dict):
+    """Substitute cluster placeholders in every string; leave runtime ones."""
+    if isinstance(node, str):
+
+        def sub(m):
+            k = m.group(1)
+            return values[k] if k in values and k not in RUNTIME_PLACEHOLDERS else m.group(0)
+
+        return PLACEHOLDER.sub(sub, node)
+    if isinstance(node, dict):
+        return {k: _fill(v, values) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_fill(v, values) for v in node]
+    return node
+
+
+def _env_value(v):
+    if isinstance(v, dict):
+        return {"from_env": v["from_env"], "secret": bool(v.get("secret", True))}
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    return str(v)
+
+
+def _merge_env(*layers: dict) -> dict:
+    out: dict = {}
+    for layer in layers:
+        for k, v in (layer or {}).items():
+            out[k] = _env_value(v)
+    return out
+
+
+def _benchmark(doc: dict, conc: int, cluster: Cluster, rehearsal: Cluster | None) -> dict:
+    scen = doc["scenario"]
+    dataset = scen["dataset"]
+    duration = scen.get("duration_s")
+    requests = scen.get("requests")
+    warmup = dict(scen.get("warmup") or {})
+    tools = rehearsal or cluster
+    if rehearsal is not None:
+        dataset = REHEARSAL_DATASET
+        conc = min(conc, rehearsal.rehearsal_max_concurrency)
+        cap = rehearsal.rehearsal_max_duration_s
+        duration, requests = (min(duration, cap), None) if duration else (None, min(requests, conc * 4))
+        warmup = {"requests": min(warmup.get("requests", 0), conc)} if warmup else {}
+    (kind, ds), *_ = dataset.items()
+    return {
+        "endpoint": scen.get("endpoint", "chat"),
+        "streaming": True,
+        "concurrency": conc,
+        "duration_s": duration,
+        "request_count": requests,
+        "warmup": warmup,
+        "dataset": {"kind": kind, **ds},
+        "session_header": scen.get("session_header"),
+        "scenario": scen["name"],
+        "aiperf": tools.aiperf,
+        "tokenizer": tools.tokenizer,
+        "hf_home": tools.hf_home,
+    }
+
+
+def _runtime_minutes(doc: dict, cluster: Cluster, bench: dict) -> int:
+    readiness = (doc.get("readiness") or {}).get("timeout_s", cluster.readiness_timeout_s)
+    run = bench["duration_s"] or 600
+    warm = bench["warmup"].get("duration_s", 0) + (60 if bench["warmup"].get("requests") else 0)
+    return math.ceil((readiness + warm + run + cluster.runtime_margin_s) / 60)
+
+
+def render(recipe: Recipe, cluster: Cluster, conc: int, rehearsal: Cluster | None = None) -> dict:
+    """Render one point. With ``rehearsal`` (a local cluster), keep the layout but run mockers."""
+    doc = _fill(copy.deepcopy(recipe.doc), cluster.placeholders)
+    kind = doc["engine"]["kind"]
+    image = doc.get("image")
+    python = doc["engine"].get("python") or cluster.engine_python
+    if rehearsal is not None:
+        kind, image, python = "dynamo.mocker", None, rehearsal.engine_python
+        doc["model"]["path"] = f"{rehearsal.placeholders.get('model_dir', '.cache/models')}/{REHEARSAL_MODEL}"
+        doc["engine"]["args"] = []
+        for role in (doc["topology"].get("disaggregated") or {}).values():
+            role.pop("args", None)
+    roles = {r.name: r for r in Recipe(recipe.name, recipe.source, doc).roles()}
+    slots = topology.place(list(roles.values()), cluster)
+    alloc = engines.PortAllocator(cluster.port_base, cluster.port_block)
+    router = ((doc.get("frontend") or {}).get("router") or {}).get("mode", "kv")
+    processes: list[Process] = []
+    top_env = doc.get("env", {})
+    has_frontend = kind != "vllm"
+    if has_frontend:
+        spec = engines.frontend(doc, python, alloc)
+        env = _merge_env(top_env, (doc.get("frontend") or {}).get("env"), spec.env)
+        processes.append(Process("frontend", "frontend", None, 0, (), spec.ports, env, spec.argv, spec.health_url, {}))
+    leaders = {}
+    for slot in slots:
+        if slot.leader and slot.part == 0:
+            leaders[(slot.worker.role, slot.worker.index)] = slot.name
+        run_slot = slot
+        if rehearsal is not None and slot.parts > 1 and slot.worker.launch == "per_node":
+            run_slot = dataclasses.replace(slot, dp_local=slot.worker.dp if slot.leader else slot.dp_local)
+        role = roles[slot.worker.role]
+        spec = engines.engine_process(
+            kind,
+            doc,
+            run_slot,
+            role.args,
+            python,
+            alloc,
+            router == "kv",
+            leaders[(slot.worker.role, slot.worker.index)],
+        )
+        if rehearsal is not None and spec.headless:
+            spec = engines.standin_process(spec)
+        env = _merge_env(top_env, doc["engine"].get("env"), role.env, spec.env)
+        processes.append(
+            Process(
+                slot.name,
+                slot.worker.role,
+                slot.worker.index,
+                slot.node,
+                slot.gpus,
+                spec.ports,
+                env,
+                spec.argv,
+                spec.health_url,
+                spec.registers,
+                spec.headless,
+            )
+        )
+    if alloc.used > cluster.port_block:
+        raise topology.PlacementError(
+            [("topology", f"needs {alloc.used} ports, more than the cluster's port_block {cluster.port_block}")]
+        )
+    expect: dict[str, int] = {}
+    for p in processes:
+        for comp, n in p.registers.items():
+            expect[comp] = expect.get(comp, 0) + n
+    nodes = max(s.node for s in slots) + 1
+    per_node: dict[int, int] = {}
+    for s in slots:
+        per_node[s.node] = per_node.get(s.node, 0) + len(s.gpus)
+    gpus_total = sum(per_node.values())
+    bench = _benchmark(doc, conc, cluster, rehearsal)
+    client = processes[0].name  # the frontend, or the single plain-vllm replica
+    run_cluster = rehearsal or cluster
+    topo_summary = {"kind": "disaggregated" if recipe.disaggregated else "aggregated"}
+    for r in roles.values():
+        key = "replicas" if r.name == "agg" else r.name
+        topo_summary[key] = r.workers
+        topo_summary[f"{r.name}_worker"] = {"tp": r.tp, "dp": r.dp, "pp": r.pp, "ep": r.ep, "launch": r.launch}
+    topo_summary.update({"gpus": gpus_total, "nodes": nodes, "processes": len(processes)})
+    plan = {
+        "schema": PLAN_SCHEMA,
+        "recipe": recipe.name,
+        "recipe_file": recipe.source,
+        "cluster": cluster.name,
+        "run_cluster": run_cluster.name,
+        "launcher": run_cluster.launcher,
+        "rehearsal": rehearsal is not None,
+        "concurrency": bench["concurrency"],
+        "image": image,
+        "engine": kind,
+        "recipe_engine": recipe.engine_kind,
+        "model": doc["model"],
+        "dynamo": doc.get("dynamo"),
+        "setup": doc.get("setup"),
+        "topology": topo_summary,
+        "nodes": nodes,
+        "gpus_total": gpus_total,
+        "processes": [p.to_json() for p in processes],
+        "client_url": f"http://{{addr:{client}}}:{{port:{client}.http}}",
+        "frontend": "frontend" if has_frontend else None,
+        "expect_registrations": expect,
+        "benchmark": bench,
+        "readiness": {
+            "timeout_s": (doc.get("readiness") or {}).get("timeout_s", run_cluster.readiness_timeout_s),
+        },
+        "validity": {"max_error_rate": (doc.get("validity") or {}).get("max_error_rate", 0.05)},
+        "slo": doc.get("slo") or {},
+        "container": (
+            {"runtime": cluster.container_runtime, "image": image, "mounts": list(cluster.container_mounts)}
+            if image and cluster.container_runtime and rehearsal is None
+            else None
+        ),
+        "ports": {"base": cluster.port_base, "block": cluster.port_block, "slots": run_cluster.port_slots},
+        "resources": {
+            "nodes": nodes,
+            "gpus_per_node": max(per_node.values()),
+            "exclusive": nodes > 1 or max(per_node.values()) == cluster.gpus_per_node,
+            "runtime_min": _runtime_minutes(doc, run_cluster, bench),
+            "cpus_per_task": run_cluster.cpus_per_job,
+            "mem_mb": run_cluster.mem_mb_per_node,
+        },
+    }
+    plan["fingerprints"] = fingerprints(plan)
+    return plan
+
+
+def canonical(obj) -> str:
+    return json.dumps(obj, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
+
+
+def _digest(obj) -> str:
+    return hashlib.sha256(canonical(obj).encode()).hexdigest()[:16]
+
+
+def fingerprints(plan: dict) -> dict:
+    body = {k: v for k, v in plan.items() if k != "fingerprints"}
+    curve = copy.deepcopy(body)
+    curve.pop("concurrency")
+    curve["benchmark"].pop("concurrency")
+    return {"plan": _digest(body), "curve": _digest(curve)}
+
+
+def write_if_changed(path: Path, text: str) -> bool:
+    """Atomic write (temp + rename) only when content differs; True if written."""
+    path = Path(path)
+    try:
+        if path.read_text() == text:
+            return False
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return True

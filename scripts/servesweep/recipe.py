@@ -1,0 +1,287 @@
+"""Recipes: loading, JSON Schema for shape, code for meaning.
+
+Every problem names the file, the field path and the reason; all problems of
+a run are collected and reported together.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import engines
+from .cluster import Cluster
+from .errors import InputError, Problem
+from .yamlio import load_yaml, schema_problems
+
+# {name} placeholders; JSON objects ({"k": ...}) never match.
+PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
+RUNTIME_PLACEHOLDERS = frozenset({"job_id", "run_dir"})
+SAFE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*(\.[a-z0-9_-]+)*$")
+
+
+@dataclass(frozen=True)
+class Role:
+    """One worker kind of a topology, as the recipe states it."""
+
+    name: str  # agg | prefill | decode
+    field: str  # where it lives in the recipe, for messages
+    workers: int
+    tp: int = 1
+    dp: int = 1
+    pp: int = 1
+    ep: bool = False
+    launch: str = "per_worker"
+    args: tuple = ()
+    env: dict = field(default_factory=dict, hash=False, compare=False)
+
+    @property
+    def gpus_per_worker(self) -> int:
+        return self.tp * self.dp * self.pp
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    source: str  # file label used in messages
+    doc: dict = field(hash=False, compare=False)
+
+    @property
+    def engine_kind(self) -> str:
+        return self.doc["engine"]["kind"]
+
+    @property
+    def disaggregated(self) -> bool:
+        return "disaggregated" in self.doc["topology"]
+
+    @property
+    def clusters(self) -> list[str]:
+        return list(self.doc["clusters"])
+
+    @property
+    def concurrency(self) -> list[int]:
+        return list(self.doc["concurrency"])
+
+    def roles(self) -> list[Role]:
+        topo = self.doc["topology"]
+        if "aggregated" in topo:
+            a = topo["aggregated"]
+            return [
+                Role(
+                    "agg",
+                    "topology.aggregated",
+                    a["replicas"],
+                    a.get("tp", 1),
+                    a.get("dp", 1),
+                    a.get("pp", 1),
+                    a.get("ep", False),
+                    a.get("launch", "per_worker"),
+                )
+            ]
+        d = topo["disaggregated"]
+        return [
+            Role(
+                r,
+                f"topology.disaggregated.{r}",
+                d[r]["workers"],
+                d[r].get("tp", 1),
+                d[r].get("dp", 1),
+                d[r].get("pp", 1),
+                d[r].get("ep", False),
+                d[r].get("launch", "per_worker"),
+                tuple(d[r].get("args", ())),
+                dict(d[r].get("env", {})),
+            )
+            for r in ("prefill", "decode")
+        ]
+
+
+def _strings(node, path):
+    """Yield (field path, string) for every string value in a document."""
+    if isinstance(node, str):
+        yield path, node
+    elif isinstance(node, dict):
+        for k, v in node.items():
+            yield from _strings(v, f"{path}.{k}" if path else str(k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _strings(v, f"{path}[{i}]")
+
+
+def placeholders_in(doc: dict) -> dict[str, list[str]]:
+    """Placeholder name -> fields using it."""
+    found: dict[str, list[str]] = {}
+    for path, s in _strings(doc, ""):
+        for m in PLACEHOLDER.finditer(s):
+            found.setdefault(m.group(1), []).append(path)
+    return found
+
+
+def _json_problems(args: list, field_prefix: str, label: str) -> list[Problem]:
+    problems = []
+    for i, (flag, value, idx) in enumerate(engines.iter_flags(args)):
+        del i
+        if value is None:
+            continue
+        if flag in engines.JSON_FLAGS or (isinstance(value, str) and value.lstrip()[:1] in "{["):
+            if not isinstance(value, str) or not value.strip():
+                continue
+            try:
+                json.loads(value)
+            except json.JSONDecodeError as e:
+                problems.append(
+                    Problem(label, f"{field_prefix}[{idx}]", f"{flag} is not valid JSON: {e.msg} at column {e.colno}")
+                )
+    return problems
+
+
+def _arg_shape_problems(args: list, field_prefix: str, label: str) -> list[Problem]:
+    problems = []
+    for i, a in enumerate(args):
+        if isinstance(a, str) and a.startswith("-") and re.search(r"\s", a.split("=", 1)[0]):
+            problems.append(
+                Problem(
+                    label,
+                    f"{field_prefix}[{i}]",
+                    f"{a!r} holds a flag and a value in one item; args are an argv list "
+                    "(never a shell string): write the flag and its value as two items",
+                )
+            )
+    return problems
+
+
+def semantic_problems(recipe: Recipe, stem: str | None) -> list[Problem]:
+    """Meaning checks that need no cluster."""
+    doc, label, out = recipe.doc, recipe.source, []
+    if stem is not None and stem != recipe.name:
+        out.append(Problem(label, "name", f"name {recipe.name!r} must match the file name {stem!r}"))
+    conc = doc["concurrency"]
+    dups = sorted({c for c in conc if conc.count(c) > 1})
+    if dups:
+        out.append(Problem(label, "concurrency", f"duplicate concurrency values: {dups}"))
+    kind = recipe.engine_kind
+    roles = recipe.roles()
+    scen = doc["scenario"]
+    if "duration_s" in scen and "requests" in scen:
+        out.append(Problem(label, "scenario", "give duration_s or requests, not both"))
+    if "duration_s" not in scen and "requests" not in scen:
+        out.append(Problem(label, "scenario.duration_s", "give duration_s or requests"))
+    if kind == "vllm":
+        if recipe.disaggregated or roles[0].workers > 1:
+            out.append(
+                Problem(
+                    label,
+                    "topology",
+                    "plain 'vllm serve' has no router: use one aggregated replica, or engine.kind dynamo.vllm",
+                )
+            )
+        if "frontend" in doc:
+            out.append(Problem(label, "frontend", "plain 'vllm serve' runs without the Dynamo frontend"))
+    if kind == "dynamo.sglang" and not recipe.disaggregated and roles[0].workers > 1:
+        out.append(
+            Problem(
+                label,
+                "topology.aggregated.replicas",
+                "dynamo.sglang supports one replica behind the frontend; use replicas: 1",
+            )
+        )
+    engine_args = list(doc["engine"].get("args", []))
+    multi = sum(r.workers for r in roles) > 1
+    for r in roles:
+        if r.launch == "per_gpu" and (r.tp > 1 or r.pp > 1):
+            out.append(Problem(label, f"{r.field}.launch", "per_gpu launch needs tp = pp = 1 (one DP rank per GPU)"))
+        if r.launch == "per_gpu" and kind not in ("dynamo.vllm", "dynamo.mocker"):
+            out.append(Problem(label, f"{r.field}.launch", f"per_gpu launch is not supported for {kind}"))
+    arg_lists = [("engine.args", engine_args)] + [(f"{r.field}.args", list(r.args)) for r in roles if r.args]
+    for fld, args in arg_lists:
+        out += _arg_shape_problems(args, fld, label)
+        out += _json_problems(args, fld, label)
+        out += [Problem(label, f, reason) for f, reason in engines.owned_flag_problems(kind, args, fld, multi)]
+    fe_args = list((doc.get("frontend") or {}).get("args", []))
+    out += _arg_shape_problems(fe_args, "frontend.args", label)
+    out += [Problem(label, f, reason) for f, reason in engines.owned_frontend_flag_problems(fe_args)]
+    env_fields = [("env", doc.get("env", {})), ("engine.env", doc["engine"].get("env", {}))]
+    env_fields += [("frontend.env", (doc.get("frontend") or {}).get("env", {}))]
+    env_fields += [(f"{r.field}.env", r.env) for r in roles]
+    for fld, env in env_fields:
+        for k in env:
+            if k in engines.OWNED_ENV:
+                out.append(Problem(label, f"{fld}.{k}", f"{k} is set by the launcher per process; remove it"))
+    for name, fields in placeholders_in(doc).items():
+        if name.startswith("port") or name.startswith("addr"):
+            out.append(Problem(label, fields[0], f"placeholder {{{name}}} is reserved for the launcher"))
+    return out
+
+
+def cluster_problems(recipe: Recipe, cluster: Cluster) -> list[Problem]:
+    """Meaning checks against one cluster: placeholders and placement."""
+    from . import topology
+
+    out = []
+    for name, fields in sorted(placeholders_in(recipe.doc).items()):
+        if name in RUNTIME_PLACEHOLDERS or name in cluster.placeholders:
+            continue
+        out.append(
+            Problem(
+                recipe.source,
+                fields[0],
+                f"placeholder {{{name}}} is not filled by cluster {cluster.name!r} ({cluster.source})",
+            )
+        )
+    try:
+        topology.place(recipe.roles(), cluster)
+    except topology.PlacementError as e:
+        out += [Problem(recipe.source, f, r) for f, r in e.issues]
+    return out
+
+
+def load_recipe(path: Path, label: str | None = None) -> Recipe:
+    """Load and check one recipe (cluster-independent checks); raise InputError."""
+    path = Path(path)
+    label = label or str(path)
+    doc, problems = load_yaml(path, label)
+    if problems:
+        raise InputError(problems)
+    if not isinstance(doc, dict):
+        raise InputError([Problem(label, "(top level)", "a recipe is a mapping of keys to values")])
+    problems = schema_problems(doc, "recipe.schema.yaml", label)
+    if problems:
+        raise InputError(problems)
+    recipe = Recipe(doc["name"], label, doc)
+    problems = semantic_problems(recipe, path.name.removesuffix(".yaml").removesuffix(".yml"))
+    if problems:
+        raise InputError(problems)
+    return recipe
+
+
+def load_recipes(
+    paths: list[Path], clusters: dict[str, Cluster], only_cluster: str | None = None, root: Path | None = None
+) -> tuple[list[Recipe], list[Problem]]:
+    """Load every file, check names unique and clusters known; collect all problems."""
+    recipes, problems, seen = [], [], {}
+    for p in paths:
+        label = str(p.relative_to(root)) if root and p.is_absolute() and p.is_relative_to(root) else str(p)
+        try:
+            r = load_recipe(p, label)
+        except InputError as e:
+            problems += e.problems
+            continue
+        if r.name in seen:
+            problems.append(Problem(label, "name", f"recipe name {r.name!r} is already used by {seen[r.name]}"))
+            continue
+        seen[r.name] = label
+        bad = False
+        for i, c in enumerate(r.clusters):
+            if c not in clusters:
+                known = ", ".join(sorted(clusters))
+                problems.append(Problem(label, f"clusters[{i}]", f"unknown cluster {c!r}; known: {known}"))
+                bad = True
+            elif only_cluster is None or c == only_cluster:
+                cp = cluster_problems(r, clusters[c])
+                problems += cp
+                bad = bad or bool(cp)
+        if not bad:
+            recipes.append(r)
+    return recipes, problems
