@@ -36,7 +36,7 @@ def sessions_trace(
             rows.append(
                 {
                     "session_id": f"s{s:04d}",
-                    "input_length": len(history) * block - rng.randint(0, block // 2),
+                    "input_length": len(history) * block,  # full blocks: a hash id has one size
                     "output_length": rng.randint(*osl),
                     "hash_ids": history,
                 }

@@ -1,0 +1,94 @@
+"""The aiperf command line, and reading what aiperf and the servers report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from . import metrics
+from .spawn import Context
+
+
+def aiperf_argv(plan: dict, ctx: Context, artifact_dir: Path, server_metrics: list[str]) -> list[str]:
+    b = plan["benchmark"]
+    argv = [b["aiperf"], "profile", "--model", plan["model"]["name"]]
+    argv += ["--url", ctx.resolve(plan["client_url"], "")]
+    argv += ["--endpoint-type", b["endpoint"]]
+    if b["streaming"]:
+        argv.append("--streaming")
+    argv += ["--concurrency", str(b["concurrency"])]
+    if b.get("tokenizer"):
+        argv += ["--tokenizer", b["tokenizer"]]
+    argv += ["--use-server-token-count", "--no-gpu-telemetry", "--ui-type", "none"]
+    argv += ["--artifact-dir", str(artifact_dir)]
+    if b.get("duration_s"):
+        argv += ["--benchmark-duration", _num(b["duration_s"]), "--benchmark-grace-period", "30"]
+    if b.get("request_count"):
+        argv += ["--request-count", str(b["request_count"])]
+    w = b.get("warmup") or {}
+    if w.get("requests"):
+        argv += ["--warmup-request-count", str(w["requests"])]
+    if w.get("duration_s"):
+        argv += ["--warmup-duration", _num(w["duration_s"])]
+    ds = b["dataset"]
+    if ds["kind"] == "synthetic":
+        argv += ["--synthetic-input-tokens-mean", str(ds["isl"]), "--output-tokens-mean", str(ds["osl"])]
+        if ds.get("isl_stddev"):
+            argv += ["--synthetic-input-tokens-stddev", str(ds["isl_stddev"])]
+        argv += ["--num-dataset-entries", str(ds.get("entries", 3000))]
+    elif ds["kind"] == "trace":
+        argv += ["--input-file", ds["path"], "--custom-dataset-type", "mooncake_trace"]
+        if ds.get("block_size"):
+            argv += ["--isl-block-size", str(ds["block_size"])]
+        if ds.get("fixed_schedule"):
+            argv.append("--fixed-schedule")
+    else:
+        argv += ["--input-file", ds["path"], "--custom-dataset-type", "multi_turn"]
+    if b.get("session_header"):
+        argv += ["--session-header", b["session_header"]]
+    if server_metrics:
+        argv += ["--server-metrics", *server_metrics]
+    return argv
+
+
+def _num(x) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
+def aiperf_env(plan: dict, run_dir: Path, base: dict) -> dict:
+    env = dict(base)
+    b = plan["benchmark"]
+    if b.get("hf_home"):
+        env["HF_HOME"] = str(Path(b["hf_home"]).resolve())
+        env["HF_HUB_OFFLINE"] = "1"
+    tmp = run_dir / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    env["TMPDIR"] = str(tmp)
+    env["XDG_CACHE_HOME"] = str(run_dir / "cache")
+    env["MPLCONFIGDIR"] = str(tmp)
+    return env
+
+
+def read_export(artifact_dir: Path) -> dict:
+    path = artifact_dir / "profile_export_aiperf.json"
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except ValueError as e:
+        return {"_unreadable": str(e)}
+
+
+def stat(export: dict, metric: str, key: str = "avg"):
+    m = export.get(metric)
+    if isinstance(m, dict):
+        return m.get(key)
+    return None
+
+
+def worker_requests(scrapes: dict) -> dict:
+    """Process name -> dynamo_component_requests_total{endpoint=generate}, or None."""
+    return {
+        name: (metrics.total(smp, "dynamo_component_requests_total", dynamo_endpoint="generate") if smp else None)
+        for name, smp in scrapes.items()
+    }

@@ -1,0 +1,172 @@
+"""The result of one point: figures from aiperf and the servers, the validity gate, atomic write."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from . import bench, metrics
+from .plan import canonical, write_if_changed
+from .yamlio import validator
+
+RESULT_SCHEMA = "servesweep.result/1"
+ROOT = Path(__file__).resolve().parents[2]
+SLO_FIGURES = {
+    "ttft_p50_s": ("ttft_s", "p50"),
+    "ttft_p90_s": ("ttft_s", "p90"),
+    "ttft_p95_s": ("ttft_s", "p95"),
+    "ttft_p99_s": ("ttft_s", "p99"),
+    "itl_p50_ms": ("itl_ms", "p50"),
+    "itl_p99_ms": ("itl_ms", "p99"),
+    "request_latency_p99_s": ("request_latency_s", "p99"),
+}
+
+
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=True
+        )
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _ms_to_s(v):
+    return None if v is None else v / 1000.0
+
+
+def figures(plan: dict, export: dict, before: dict, after: dict, fe_before, fe_after) -> tuple[dict, dict]:
+    """(figures, unmeasured reasons). Figures that could not be measured are None."""
+    why: dict[str, str] = {}
+    st = bench.stat
+    completed = st(export, "request_count") or 0
+    errors = st(export, "error_request_count") or 0  # absent when zero
+    f = {
+        "requests_completed": int(completed),
+        "requests_errored": int(errors),
+        "requests_cancelled": int(st(export, "cancelled_request_count") or 0),
+        "error_rate": (errors / (completed + errors)) if (completed + errors) else None,
+        "request_throughput": st(export, "request_throughput"),
+        "ttft_s": {q: _ms_to_s(st(export, "time_to_first_token", q)) for q in ("p50", "p90", "p95", "p99")},
+        "itl_ms": {q: st(export, "inter_token_latency", q) for q in ("p50", "p90", "p99")},
+        "request_latency_s": {q: _ms_to_s(st(export, "request_latency", q)) for q in ("p50", "p99")},
+        "output_tps": st(export, "output_token_throughput"),
+        "total_tps": st(export, "total_token_throughput"),
+        "output_tps_per_user": st(export, "output_token_throughput_per_user"),
+        "output_tokens_total": st(export, "total_output_tokens"),
+        "benchmark_duration_s": st(export, "benchmark_duration"),
+    }
+    if f["error_rate"] is None:
+        why["error_rate"] = "no requests finished"
+    gpus = plan["gpus_total"]
+    f["output_tps_per_gpu"] = f["output_tps"] / gpus if f["output_tps"] is not None and gpus else None
+    if f["output_tps_per_gpu"] is None:
+        why["output_tps_per_gpu"] = "no output throughput" if gpus else "plan uses no GPUs"
+    # Prefix-cache share: the frontend's own counters over the benchmark window.
+    share = None
+    if fe_before is not None and fe_after is not None:
+        cached = _delta(fe_before, fe_after, "dynamo_frontend_cached_tokens_sum")
+        inputs = _delta(fe_before, fe_after, "dynamo_frontend_input_sequence_tokens_sum")
+        share = cached / inputs if cached is not None and inputs else None
+    if share is None:
+        pct = st(export, "overall_usage_prompt_cache_read_pct")
+        share = pct / 100.0 if pct is not None else None
+        if share is None:
+            why["cache_read_share"] = "neither the frontend nor the responses reported cached tokens"
+    f["cache_read_share"] = share
+    # Requests per worker, from each worker's own counter.
+    per_worker = {}
+    for name in before:
+        b, a = before[name], after.get(name)
+        per_worker[name] = (a - b) if a is not None and b is not None else None
+        if per_worker[name] is None:
+            why[f"requests_per_worker.{name}"] = "worker metrics could not be scraped"
+    f["requests_per_worker"] = per_worker
+    # Server-side TTFT next to the client's: a large gap flags a client artifact.
+    server = {"mean": None, "p50": None, "p95": None}
+    if fe_before is not None and fe_after is not None:
+        name = "dynamo_frontend_time_to_first_token_seconds"
+        s = _delta(fe_before, fe_after, f"{name}_sum")
+        c = _delta(fe_before, fe_after, f"{name}_count")
+        if s is not None and c:
+            server["mean"] = s / c
+        hb, ha = metrics.histogram(fe_before, name), metrics.histogram(fe_after, name)
+        server["p50"] = metrics.histogram_quantile(hb, ha, 0.50)
+        server["p95"] = metrics.histogram_quantile(hb, ha, 0.95)
+    else:
+        why["server_ttft_s"] = "no frontend metrics (plain engine, or scrape failed)"
+    f["server_ttft_s"] = server
+    client_mean = _ms_to_s(st(export, "time_to_first_token"))
+    f["client_ttft_mean_s"] = client_mean
+    f["ttft_gap_s"] = client_mean - server["mean"] if client_mean is not None and server["mean"] is not None else None
+    if f["ttft_gap_s"] is None:
+        why["ttft_gap_s"] = "client or server TTFT missing"
+    return f, why
+
+
+def _delta(before, after, name):
+    a, b = metrics.total(after, name), metrics.total(before, name)
+    return None if a is None else a - (b or 0.0)
+
+
+def slo_verdicts(slo: dict, f: dict) -> dict:
+    verdicts = []
+    for key, limit in sorted(slo.items()):
+        group, q = SLO_FIGURES[key]
+        value = f[group][q]
+        verdicts.append({"slo": key, "limit": limit, "value": value, "met": value is not None and value <= limit})
+    return {"verdicts": verdicts, "met": all(v["met"] for v in verdicts) if verdicts else None}
+
+
+def gate(plan: dict, export: dict, f: dict, aiperf_rc: int) -> list[str]:
+    """Reasons this run is not a valid result (empty list: valid)."""
+    reasons = []
+    if aiperf_rc != 0:
+        reasons.append(f"aiperf exited with code {aiperf_rc}")
+    if not export or "_unreadable" in export:
+        reasons.append("aiperf wrote no readable profile_export_aiperf.json")
+        return reasons
+    if export.get("was_cancelled"):
+        reasons.append("aiperf reports the run was cancelled")
+    if export.get("is_complete") is False:
+        reasons.append("aiperf reports the run is incomplete")
+    if not f["output_tokens_total"]:
+        reasons.append("the run produced zero output tokens")
+    limit = plan["validity"]["max_error_rate"]
+    if f["error_rate"] is None:
+        reasons.append("no request completed")
+    elif f["error_rate"] > limit:
+        summary = "; ".join(
+            f"{e.get('count', '?')}x {e.get('error_details', {}).get('message', e)}"[:160]
+            for e in (export.get("error_summary") or [])[:3]
+        )
+        reasons.append(
+            f"error rate {f['error_rate']:.1%} ({f['requests_errored']} of "
+            f"{f['requests_completed'] + f['requests_errored']}) is over the limit {limit:.1%}"
+            + (f": {summary}" if summary else "")
+        )
+    if f["requests_completed"] >= 2 * max(len(f["requests_per_worker"]), 1):
+        idle = [n for n, v in f["requests_per_worker"].items() if v == 0]
+        if idle:
+            reasons.append(f"worker(s) {', '.join(idle)} served no requests")
+    return reasons
+
+
+def validate_result(doc: dict) -> list[str]:
+    return [
+        f"{'.'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}"
+        for e in validator("result.schema.yaml").iter_errors(doc)
+    ]
+
+
+def write_result(path: Path, doc: dict) -> None:
+    problems = validate_result(doc)
+    if problems:
+        raise ValueError("result does not match schemas/result.schema.yaml: " + "; ".join(problems[:5]))
+    write_if_changed(path, canonical(doc))
+
+
+def dump(doc: dict) -> str:
+    return json.dumps(doc, indent=1, sort_keys=True)

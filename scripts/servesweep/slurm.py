@@ -1,0 +1,50 @@
+"""The Slurm allocation the driver runs in: node names and addresses.
+
+The jobstep plugin strips SLURM_* variables (but the job id) before a rule
+runs, so the node list is read back from the controller.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+
+
+class AllocationError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Allocation:
+    job_id: str
+    names: list[str]
+    addrs: list[str]
+
+
+def _run(argv: list[str]) -> str:
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise AllocationError(f"{argv[0]} failed: {e}") from None
+    if out.returncode != 0:
+        raise AllocationError(f"{' '.join(argv)} failed: {out.stderr.strip()}")
+    return out.stdout
+
+
+def node_addr(name: str) -> str:
+    for tok in _run(["scontrol", "show", "node", name]).split():
+        if tok.startswith("NodeAddr="):
+            return tok.split("=", 1)[1]
+    return name
+
+
+def current_allocation() -> Allocation:
+    job_id = os.environ.get("SLURM_JOB_ID")
+    if not job_id:
+        raise AllocationError("this plan runs on Slurm, but the driver is not inside an allocation (no SLURM_JOB_ID)")
+    nodelist = os.environ.get("SLURM_JOB_NODELIST") or _run(["squeue", "-h", "-j", job_id, "-o", "%N"]).strip()
+    names = _run(["scontrol", "show", "hostnames", nodelist]).split()
+    if not names:
+        raise AllocationError(f"job {job_id} has no nodes")
+    return Allocation(job_id, names, [node_addr(n) for n in names])

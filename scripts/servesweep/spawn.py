@@ -1,0 +1,216 @@
+"""Starting and stopping the processes of a plan: locally, or with srun inside an allocation.
+
+Runtime references in plan strings are resolved here (see engines.py), and
+nowhere else. argv stays a list from recipe to exec: nothing goes through a
+shell string.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+REF = re.compile(r"\{(addr|port):([A-Za-z0-9_.-]+)\}|\{(job_id|run_dir|servesweep_python)\}")
+# argv[0] of srun steps: print where the step landed, then exec the argv unchanged.
+NODE_BANNER = ["/bin/sh", "-c", 'echo "servesweep: node=${SLURMD_NODENAME:-$(hostname)}"; exec "$@"', "sh"]
+
+
+class MissingSecret(Exception):
+    pass
+
+
+@dataclass
+class Context:
+    """What only the run knows: node addresses, port shift, ids, dirs."""
+
+    node_addrs: list[str]
+    node_names: list[str]
+    port_shift: int
+    job_id: str
+    run_dir: Path
+    processes: dict  # name -> plan process dict
+    servesweep_python: str = sys.executable
+
+    def addr(self, proc: str) -> str:
+        return self.node_addrs[self.processes[proc]["node"]]
+
+    def port(self, proc: str, name: str) -> int:
+        return self.processes[proc]["ports"][name]["port"] + self.port_shift
+
+    def resolve(self, s: str, me: str) -> str:
+        def sub(m):
+            kind, arg, simple = m.group(1), m.group(2), m.group(3)
+            if simple == "job_id":
+                return self.job_id
+            if simple == "run_dir":
+                return str(self.run_dir)
+            if simple == "servesweep_python":
+                return self.servesweep_python
+            if kind == "addr":
+                return self.addr(me if arg == "self" else arg)
+            proc, _, port = arg.rpartition(".")
+            return str(self.port(me if proc == "self" else proc, port))
+
+        return REF.sub(sub, s)
+
+    def argv(self, proc: dict) -> list[str]:
+        return [self.resolve(a, proc["name"]) for a in proc["argv"]]
+
+    def env(self, proc: dict, base: dict | None = None) -> tuple[dict, set[str]]:
+        """The process env and the names whose values are secret."""
+        env = dict(os.environ if base is None else base)
+        secret = set()
+        for k, v in proc["env"].items():
+            if isinstance(v, dict):
+                if v["from_env"] not in os.environ:
+                    raise MissingSecret(f"{proc['name']}: env {k} needs ${v['from_env']}, which is not set")
+                env[k] = os.environ[v["from_env"]]
+                if v.get("secret", True):
+                    secret.add(k)
+            else:
+                env[k] = self.resolve(v, proc["name"])
+        return env, secret
+
+    def url(self, template: str | None, me: str) -> str | None:
+        return self.resolve(template, me) if template else None
+
+
+@dataclass
+class Handle:
+    name: str
+    popen: subprocess.Popen
+    log_path: Path
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def poll(self) -> int | None:
+        return self.popen.poll()
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        return "\n".join(text[-lines:])
+
+
+class LocalSpawner:
+    """Each process in its own session/process group, logging to its own file."""
+
+    kind = "local"
+
+    def command(self, proc: dict, argv: list[str], ctx: Context) -> list[str]:
+        return argv
+
+    def start(self, proc: dict, argv: list[str], env: dict, log_path: Path, cwd: Path) -> Handle:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(log_path, "ab", buffering=0)
+        log.write(f"servesweep: node=local process={proc['name']}\n".encode())
+        try:
+            p = subprocess.Popen(
+                argv,
+                env=env,
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        finally:
+            log.close()
+        return Handle(proc["name"], p, log_path)
+
+
+class SrunSpawner(LocalSpawner):
+    """One ``srun --overlap`` step per process on the node the plan names."""
+
+    kind = "srun"
+
+    def __init__(self, container: dict | None):
+        self.container = container
+
+    def command(self, proc: dict, argv: list[str], ctx: Context) -> list[str]:
+        host = ctx.node_names[proc["node"]]
+        cmd = ["srun", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={host}", "--kill-on-bad-exit=1"]
+        cmd += [f"--job-name=servesweep-{proc['name']}", "--export=ALL"]
+        if self.container:
+            cmd += [f"--container-image={self.container['image']}", "--no-container-entrypoint"]
+            cmd += ["--no-container-mount-home"]
+            if self.container.get("mounts"):
+                cmd.append(f"--container-mounts={','.join(self.container['mounts'])}")
+        return cmd + NODE_BANNER + argv
+
+
+def _tree(pid: int) -> list[psutil.Process]:
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def stop_all(handles: list[Handle], grace_s: float = 5.0) -> list[str]:
+    """SIGTERM every group, wait up to the grace period, then SIGKILL what is left.
+
+    Returns the names that had to be killed. Descendants that left their process
+    group are found through the process tree, so they die too.
+    """
+    trees = {h.name: _tree(h.pid) for h in handles}
+    for h in reversed(handles):
+        _signal_group(h.pid, signal.SIGTERM)
+        for p in trees[h.name][1:]:
+            _signal_proc(p, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    procs = [p for t in trees.values() for p in t]
+    while time.monotonic() < deadline:
+        for h in handles:
+            h.poll()
+        if not any(_alive(p) for p in procs):
+            break
+        time.sleep(0.02)
+    killed = []
+    for h in handles:
+        alive = [p for p in trees[h.name] if _alive(p)]
+        if alive:
+            killed.append(h.name)
+            _signal_group(h.pid, signal.SIGKILL)
+            for p in alive:
+                _signal_proc(p, signal.SIGKILL)
+    for h in handles:
+        try:
+            h.popen.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+    return killed
+
+
+def _alive(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _signal_proc(p: psutil.Process, sig: int) -> None:
+    try:
+        p.send_signal(sig)
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        pass
