@@ -9,13 +9,12 @@ from pathlib import Path
 
 from .errors import InputError, Problem
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _recipe_files(files: list[str]) -> list[Path]:
     if files:
         return [Path(f) for f in files]
-    return sorted((ROOT / "recipes").glob("*.yaml"))
+    return sorted(Path("recipes").glob("*.yaml"))
 
 
 def cmd_validate(a) -> int:

@@ -13,7 +13,13 @@ from pathlib import Path
 from .errors import InputError, Problem
 from .yamlio import load_yaml, schema_problems
 
-PROFILES_DIR = Path(__file__).resolve().parents[2] / "profiles"
+PACKAGE_PROFILES = Path(__file__).resolve().parents[2] / "profiles"
+
+
+def default_profiles_dir() -> Path:
+    """profiles/ of the workflow being run (cwd), else of this checkout."""
+    here = Path.cwd() / "profiles"
+    return here if here.is_dir() else PACKAGE_PROFILES
 
 
 @dataclass(frozen=True)
@@ -115,14 +121,14 @@ def _load_all(profiles_dir: Path) -> tuple[dict, tuple[Problem, ...]]:
     return clusters, tuple(problems)
 
 
-def all_clusters(profiles_dir: Path = PROFILES_DIR) -> dict[str, Cluster]:
-    clusters, problems = _load_all(Path(profiles_dir).resolve())
+def all_clusters(profiles_dir: Path | None = None) -> dict[str, Cluster]:
+    clusters, problems = _load_all(Path(profiles_dir or default_profiles_dir()).resolve())
     if problems:
         raise InputError(list(problems))
     return clusters
 
 
-def get_cluster(name: str, profiles_dir: Path = PROFILES_DIR) -> Cluster:
+def get_cluster(name: str, profiles_dir: Path | None = None) -> Cluster:
     clusters = all_clusters(profiles_dir)
     if name not in clusters:
         known = ", ".join(sorted(clusters))

@@ -16,7 +16,6 @@ from . import bench, metrics, ports, result, slurm
 from .ready import PointFailed, check_alive, exited_message, wait_ready
 from .spawn import Context, Handle, LocalSpawner, MissingSecret, SrunSpawner, stop_all
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 class Interrupted(BaseException):
@@ -46,8 +45,8 @@ class Say:
 
 
 def default_log_dir(plan: dict) -> Path:
-    base = ROOT / "logs" / ("rehearsal" if plan["rehearsal"] else "")
-    return base / plan["recipe"] / f"c{plan['concurrency']}"
+    base = Path.cwd() / "logs" / ("rehearsal" if plan["rehearsal"] else "")
+    return base / plan["recipe"] / f"c{plan['point']}"
 
 
 def _all_ports(plan: dict) -> list[int]:
@@ -71,7 +70,7 @@ def _engine_version(plan: dict, spawner_kind: str) -> str | None:
             capture_output=True,
             text=True,
             timeout=20,
-            cwd=ROOT,
+            cwd=Path.cwd(),
         )
         return f"{dist} {out.stdout.strip()}" if out.returncode == 0 else None
     except OSError:
@@ -150,7 +149,7 @@ def _run(plan: dict, result_path: Path, run_dir: Path, say, handles: list[Handle
         for p in plan["processes"]:
             env, _secret = ctx.env(p)
             argv = spawner.command(p, ctx.argv(p), ctx)
-            handles.append(spawner.start(p, argv, env, run_dir / f"{p['name']}.log", ROOT))
+            handles.append(spawner.start(p, argv, env, run_dir / f"{p['name']}.log", Path.cwd()))
         t_spawned = time.monotonic()
         readiness = wait_ready(plan, ctx, handles, plan["readiness"]["timeout_s"], say)
         workers = {
@@ -171,7 +170,7 @@ def _run(plan: dict, result_path: Path, run_dir: Path, say, handles: list[Handle
             + (f"{b['duration_s']:g} s" if b.get("duration_s") else f"{b['request_count']} requests")
             + f" (warm-up {b['warmup'] or 'none'}), artifacts {art}"
         )
-        aiperf = LocalSpawner().start({"name": "aiperf"}, argv, env, run_dir / "aiperf.log", ROOT)
+        aiperf = LocalSpawner().start({"name": "aiperf"}, argv, env, run_dir / "aiperf.log", Path.cwd())
         handles.append(aiperf)
         engines = handles[:-1]
         next_note = t_bench + 10
@@ -197,6 +196,7 @@ def _run(plan: dict, result_path: Path, run_dir: Path, say, handles: list[Handle
             "identity": {
                 "recipe": plan["recipe"],
                 "concurrency": plan["concurrency"],
+                "point": plan["point"],
                 "cluster": plan["cluster"],
                 "run_cluster": plan["run_cluster"],
                 "rehearsal": plan["rehearsal"],
@@ -235,7 +235,7 @@ def _run(plan: dict, result_path: Path, run_dir: Path, say, handles: list[Handle
                 "ready_to_bench": round(t_bench - readiness.smoke_at, 3),
                 "bench": round(t_bench_end - t_bench, 3),
             },
-            "artifacts": str(art.relative_to(ROOT)) if art.is_relative_to(ROOT) else str(art),
+            "artifacts": os.path.relpath(art),
         }
         t_w = time.monotonic()
         result.write_result(result_path, doc)

@@ -217,6 +217,7 @@ def render(recipe: Recipe, cluster: Cluster, conc: int, rehearsal: Cluster | Non
         "launcher": run_cluster.launcher,
         "rehearsal": rehearsal is not None,
         "concurrency": bench["concurrency"],
+        "point": conc,  # the target's concurrency (rehearsal may cap the one it runs)
         "image": image,
         "engine": kind,
         "recipe_engine": recipe.engine_kind,
@@ -245,7 +246,7 @@ def render(recipe: Recipe, cluster: Cluster, conc: int, rehearsal: Cluster | Non
         "resources": {
             "nodes": nodes,
             "gpus_per_node": max(per_node.values()),
-            "exclusive": nodes > 1 or max(per_node.values()) == cluster.gpus_per_node,
+            "exclusive": nodes > 1,  # multi-node stacks own their nodes
             "runtime_min": _runtime_minutes(doc, run_cluster, bench),
             "cpus_per_task": run_cluster.cpus_per_job,
             "mem_mb": run_cluster.mem_mb_per_node,
@@ -267,6 +268,7 @@ def fingerprints(plan: dict) -> dict:
     body = {k: v for k, v in plan.items() if k != "fingerprints"}
     curve = copy.deepcopy(body)
     curve.pop("concurrency")
+    curve.pop("point")
     curve["benchmark"].pop("concurrency")
     return {"plan": _digest(body), "curve": _digest(curve)}
 

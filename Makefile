@@ -1,0 +1,53 @@
+# servesweep: set up, run the local demo sweep, test, lint.
+SHELL := /bin/bash
+PY ?= python3
+UV ?= $(shell command -v uv 2>/dev/null || echo .venvs/bootstrap/bin/uv)
+PROJECT := .venvs/project
+ENGINE := .venvs/engine
+PROFILE_HOME ?= $(or $(XDG_CONFIG_HOME),$(HOME)/.config)/snakemake
+
+.PHONY: setup demo test test-fast lint profiles clean
+
+$(UV):
+	$(PY) -m venv .venvs/bootstrap && .venvs/bootstrap/bin/pip install -q uv==0.13.8
+
+$(PROJECT)/.done: pyproject.toml | $(UV)
+	$(UV) venv -q --allow-existing -p 3.11 $(PROJECT)
+	VIRTUAL_ENV=$(PROJECT) $(UV) pip install -q -e ".[dev]"
+	touch $@
+
+$(ENGINE)/.done: profiles/local/engine-requirements.txt profiles/local/engine-overrides.txt | $(UV)
+	$(UV) venv -q --allow-existing -p 3.11 $(ENGINE)
+	VIRTUAL_ENV=$(ENGINE) $(UV) pip install -q --override profiles/local/engine-overrides.txt \
+		-r profiles/local/engine-requirements.txt
+	touch $@
+
+.cache/models/tiny-llama/config.json: $(PROJECT)/.done
+	$(PROJECT)/bin/python -m servesweep.tinymodel --out .cache/models --hf-home .cache/hf
+
+# `snakemake --profile NAME` looks in the cwd and ~/.config/snakemake: link ours there.
+profiles:
+	@mkdir -p $(PROFILE_HOME)
+	@for p in profiles/*/; do n=$$(basename $$p); ln -sfn $(CURDIR)/profiles/$$n $(PROFILE_HOME)/$$n; done
+	@echo "profiles linked into $(PROFILE_HOME): $$(ls profiles | tr '\n' ' ')"
+
+setup: $(PROJECT)/.done $(ENGINE)/.done .cache/models/tiny-llama/config.json profiles
+
+demo: setup
+	$(PROJECT)/bin/snakemake --profile local results/summary.md
+	@echo "summary: $(CURDIR)/results/summary.md"
+
+test: setup
+	$(PROJECT)/bin/pytest -ra
+
+test-fast: $(PROJECT)/.done
+	$(PROJECT)/bin/pytest -ra -m "not integration and not slurm"
+
+lint: $(PROJECT)/.done
+	$(PROJECT)/bin/ruff check scripts tests bench
+	$(PROJECT)/bin/ruff format --check scripts tests bench
+	$(PROJECT)/bin/snakefmt --check Snakefile rules
+	$(PROJECT)/bin/snakemake --lint
+
+clean:
+	rm -rf .plans logs results/*/ results/summary.* .snakemake

@@ -1,0 +1,21 @@
+# servesweep: one target per benchmark point, results/<recipe>/c<conc>.json,
+# rolled up into results/summary.md. All logic lives in scripts/servesweep.
+import sys
+from pathlib import Path
+
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+sys.path.insert(0, str(Path(workflow.basedir) / "scripts"))
+
+
+include: "rules/common.smk"
+include: "rules/points.smk"
+include: "rules/aggregate.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        "results/summary.md",

@@ -1,0 +1,40 @@
+# Cheap roll-ups, always run on the submitting host.
+localrules:
+    summary,
+    rehearsal_summary,
+
+
+rule summary:
+    input:
+        selection=SELECTION.write_selection(),
+        results=selected_results,
+    output:
+        md="results/summary.md",
+        csv="results/summary.csv",
+    log:
+        "logs/summary.log",
+    conda:
+        SW_ENV
+    params:
+        baseline=config.get("baseline", ""),
+    shell:
+        "servesweep summary --selection {input.selection:q} --out {output.md:q}"
+        " --baseline={params.baseline:q} {input.results:q} 2> {log:q}"
+
+
+rule rehearsal_summary:
+    input:
+        selection=SELECTION.write_selection(),
+        results=[
+            f"results/rehearsal/{p.recipe}/c{p.conc}.json" for p in SELECTION.points
+        ],
+    output:
+        md="results/rehearsal/summary.md",
+        csv="results/rehearsal/summary.csv",
+    log:
+        "logs/rehearsal/summary.log",
+    conda:
+        SW_ENV
+    shell:
+        "servesweep summary --selection {input.selection:q} --out {output.md:q}"
+        " {input.results:q} 2> {log:q}"

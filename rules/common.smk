@@ -1,0 +1,64 @@
+# Config, selection and helpers shared by every rule. Validation of every
+# recipe happens here, at DAG-build time, so `snakemake -n` is the full check.
+import os
+import sys
+
+from servesweep import workflow as sw
+
+CLUSTER = config.get("cluster", "local")
+ONLY = [r for r in str(config.get("recipes", "")).split(",") if r]
+SELECTION = sw.load_or_exit(workflow.basedir, CLUSTER, ONLY)
+envvars:
+    "PATH",
+
+
+# Rules call the `servesweep` command of the environment snakemake runs in.
+os.environ["PATH"] = os.pathsep.join(
+    [os.path.dirname(sys.executable), os.environ.get("PATH", "")]
+)
+SW_ENV = "envs/servesweep.yaml"
+
+
+wildcard_constraints:
+    recipe=r"[a-z0-9][a-z0-9_-]*(\.[a-z0-9_-]+)*",
+    conc=r"[1-9][0-9]*",
+
+
+def point_plan(wildcards):
+    return SELECTION.plan_path(wildcards.recipe, int(wildcards.conc))
+
+
+def rehearsal_plan(wildcards):
+    return SELECTION.plan_path(wildcards.recipe, int(wildcards.conc), rehearsal=True)
+
+
+def plan_resources(rehearsal=False):
+    """Slurm resources straight from the point's plan."""
+
+    def pick(key):
+        def get(wildcards):
+            plan = SELECTION.plan(wildcards.recipe, int(wildcards.conc), rehearsal)
+            res = plan["resources"]
+            if key == "gres":
+                return f"gpu:{res['gpus_per_node']}"
+            if key == "slurm_extra":
+                return "--exclusive" if res["exclusive"] else ""
+            return res[key]
+
+        return get
+
+    return {
+        k: pick(k)
+        for k in (
+            "nodes",
+            "gres",
+            "runtime_min",
+            "cpus_per_task",
+            "mem_mb",
+            "slurm_extra",
+        )
+    }
+
+
+def selected_results(wildcards=None):
+    return [p.result for p in SELECTION.points]

@@ -1,0 +1,42 @@
+# One job per point: the driver runs the point's plan and writes its result
+# only if the run is valid.
+RES = plan_resources()
+REHEARSAL_RES = plan_resources(rehearsal=True)
+
+
+rule point:
+    input:
+        plan=point_plan,
+    output:
+        result="results/{recipe}/c{conc}.json",
+    log:
+        "logs/{recipe}/c{conc}.snakemake.log",
+    conda:
+        SW_ENV
+    resources:
+        nodes=RES["nodes"],
+        gres=RES["gres"],
+        runtime=RES["runtime_min"],
+        cpus_per_task=RES["cpus_per_task"],
+        mem_mb=RES["mem_mb"],
+        slurm_extra=RES["slurm_extra"],
+        point_slots=1,
+    shell:
+        "servesweep run-point {input.plan:q} {output.result:q} 2>&1 | tee {log:q}"
+
+
+# Rehearsal: the recipe's process layout, ports, env and readiness logic, with
+# the engines replaced by the mocker on this host (durations capped).
+rule rehearse_point:
+    input:
+        plan=rehearsal_plan,
+    output:
+        result="results/rehearsal/{recipe}/c{conc}.json",
+    log:
+        "logs/rehearsal/{recipe}/c{conc}.snakemake.log",
+    conda:
+        SW_ENV
+    resources:
+        point_slots=1,
+    shell:
+        "servesweep run-point {input.plan:q} {output.result:q} 2>&1 | tee {log:q}"

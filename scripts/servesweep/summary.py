@@ -1,0 +1,310 @@
+"""results/summary.md (+ .csv, plots): which setup is best at which load, and did it meet its SLO."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import pandas as pd
+from tabulate import tabulate
+
+from .plan import write_if_changed
+
+# figure -> (label, higher is better) for the baseline comparison
+DELTA_FIGURES = {
+    "req_s": ("req/s", True),
+    "ttft_p50_s": ("TTFT p50", False),
+    "ttft_p95_s": ("TTFT p95", False),
+    "itl_p50_ms": ("ITL p50", False),
+    "itl_p99_ms": ("ITL p99", False),
+    "output_tps": ("output tok/s", True),
+    "tps_per_gpu": ("tok/s/GPU", True),
+    "cache_read_share": ("cache read", True),
+}
+
+
+def flatten(doc: dict, path: str) -> dict:
+    i, f = doc["identity"], doc["figures"]
+    workers = {k: v for k, v in f["requests_per_worker"].items() if v is not None}
+    miss = [v for v in doc["slo"]["verdicts"] if not v["met"]]
+    return {
+        "scenario": i["scenario"],
+        "recipe": i["recipe"],
+        "concurrency": i.get("point", i["concurrency"]),
+        "cluster": i["cluster"],
+        "engine": i["recipe_engine"],
+        "image": i["image"],
+        "gpus": i["topology"]["gpus"],
+        "nodes": i["topology"]["nodes"],
+        "plan_fingerprint": i["plan_fingerprint"],
+        "curve_fingerprint": i["curve_fingerprint"],
+        "start_time": i["start_time"],
+        "end_time": i["end_time"],
+        "job_id": i["job_id"],
+        "req_s": f["request_throughput"],
+        "ttft_p50_s": f["ttft_s"]["p50"],
+        "ttft_p90_s": f["ttft_s"]["p90"],
+        "ttft_p95_s": f["ttft_s"]["p95"],
+        "ttft_p99_s": f["ttft_s"]["p99"],
+        "itl_p50_ms": f["itl_ms"]["p50"],
+        "itl_p90_ms": f["itl_ms"]["p90"],
+        "itl_p99_ms": f["itl_ms"]["p99"],
+        "latency_p50_s": f["request_latency_s"]["p50"],
+        "latency_p99_s": f["request_latency_s"]["p99"],
+        "output_tps": f["output_tps"],
+        "total_tps": f["total_tps"],
+        "tps_per_gpu": f["output_tps_per_gpu"],
+        "tps_per_user": f["output_tps_per_user"],
+        "cache_read_share": f["cache_read_share"],
+        "requests": f["requests_completed"],
+        "errors": f["requests_errored"],
+        "workers": len(workers),
+        "worker_requests": json.dumps(workers, sort_keys=True),
+        "worker_min": min(workers.values()) if workers else None,
+        "worker_max": max(workers.values()) if workers else None,
+        "server_ttft_mean_s": f["server_ttft_s"]["mean"],
+        "ttft_gap_s": f["ttft_gap_s"],
+        "slo_met": doc["slo"]["met"],
+        "slo_missed": "; ".join(f"{v['slo']} {_g(v['value'])} > {_g(v['limit'])}" for v in miss),
+        "result": path,
+    }
+
+
+def _g(x) -> str:
+    return "n/a" if x is None else f"{x:.3g}"
+
+
+def load_results(paths: list[Path]) -> pd.DataFrame:
+    rows = []
+    for p in paths:
+        with open(p) as fh:
+            rows.append(flatten(json.load(fh), str(p)))
+    return pd.DataFrame(rows)
+
+
+def num(x, digits: int = 0) -> str:
+    """Numbers as people write them: '17 078', '0.51'."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    return f"{x:,.{digits}f}".replace(",", " ")
+
+
+def _sec(x) -> str:
+    return num(x, 2)
+
+
+def _worker_cell(row) -> str:
+    workers = json.loads(row.worker_requests)
+    if not workers:
+        return "–"
+    lo, hi = row.worker_min, row.worker_max
+    balance = f"max/min {hi / lo:.2f}" if lo else "max/min ∞"
+    if len(workers) <= 4:
+        return " / ".join(num(v) for v in workers.values()) + f" ({balance})"
+    return f"{num(lo)}–{num(hi)} over {len(workers)} ({balance})"
+
+
+def _verdict(row) -> str:
+    if row.slo_met is None or (isinstance(row.slo_met, float) and math.isnan(row.slo_met)):
+        return "no SLO"
+    return "✓" if row.slo_met else f"✗ {row.slo_missed}"
+
+
+def scenario_table(df: pd.DataFrame, md_dir: Path) -> str:
+    rows = []
+    for r in df.sort_values(["recipe", "concurrency"]).itertuples():
+        link = os.path.relpath(r.result, md_dir)
+        rows.append(
+            [
+                f"[{r.recipe}]({link})",
+                r.concurrency,
+                num(r.req_s, 2),
+                " / ".join(_sec(getattr(r, f"ttft_{q}_s")) for q in ("p50", "p90", "p95", "p99")),
+                f"{num(r.itl_p50_ms, 1)} / {num(r.itl_p99_ms, 1)}",
+                num(r.output_tps),
+                num(r.tps_per_gpu),
+                "–" if r.cache_read_share is None or pd.isna(r.cache_read_share) else f"{r.cache_read_share:.0%}",
+                _worker_cell(r),
+                f"{num(r.requests)} / {num(r.errors)}",
+                _verdict(r),
+            ]
+        )
+    headers = [
+        "recipe",
+        "conc",
+        "req/s",
+        "TTFT p50 / p90 / p95 / p99 (s)",
+        "ITL p50 / p99 (ms)",
+        "output tok/s",
+        "tok/s/GPU",
+        "cache read",
+        "requests per worker",
+        "ok / errors",
+        "SLO",
+    ]
+    return tabulate(rows, headers, tablefmt="github", disable_numparse=True)
+
+
+def best_per_concurrency(df: pd.DataFrame) -> pd.DataFrame:
+    """Highest tok/s per GPU among points that meet their SLO (no SLO counts as met)."""
+    ok = df[df["slo_met"].map(lambda v: v is None or v is True or (isinstance(v, float) and math.isnan(v)))]
+    ok = ok.dropna(subset=["tps_per_gpu"])
+    if ok.empty:
+        return ok
+    idx = ok.groupby(["scenario", "concurrency"])["tps_per_gpu"].idxmax()
+    return ok.loc[idx].sort_values(["scenario", "concurrency"])
+
+
+def pareto(df: pd.DataFrame) -> pd.DataFrame:
+    """Points not beaten on both tok/s per GPU and tok/s per user."""
+    pts = df.dropna(subset=["tps_per_gpu", "tps_per_user"]).sort_values("tps_per_user", ascending=False)
+    front, best = [], -1.0
+    for r in pts.itertuples():
+        if r.tps_per_gpu > best:
+            front.append(r.Index)
+            best = r.tps_per_gpu
+    return pts.loc[front].sort_values("tps_per_user")
+
+
+def missing_points(selection: dict, present: set[str], root: Path) -> list[list[str]]:
+    out = []
+    for p in selection["points"]:
+        if p["result"] in present:
+            continue
+        reason = "not run yet"
+        fail = root / p["log_dir"] / "failure.json"
+        if fail.exists():
+            try:
+                doc = json.loads(fail.read_text())
+                reason = f"last run failed {doc['time']}: {doc['reason'].splitlines()[0]}"
+            except (ValueError, KeyError, IndexError):
+                reason = "last run failed (unreadable failure record)"
+        out.append([p["recipe"], str(p["concurrency"]), reason, p["log_dir"]])
+    return out
+
+
+def baseline_table(df: pd.DataFrame, base: pd.DataFrame) -> str:
+    merged = df.merge(base, on=["recipe", "concurrency"], suffixes=("", "_base"))
+    if merged.empty:
+        return "_No point in common with the baseline._"
+    rows = []
+    for r in merged.sort_values(["recipe", "concurrency"]).itertuples():
+        cells = [r.recipe, r.concurrency]
+        for fig, (_, higher) in DELTA_FIGURES.items():
+            new, old = getattr(r, fig), getattr(r, f"{fig}_base")
+            if new is None or old is None or pd.isna(new) or pd.isna(old) or old == 0:
+                cells.append("–")
+                continue
+            pct = (new - old) / abs(old) * 100
+            better = (pct > 0) == higher
+            mark = "" if abs(pct) < 0.5 else (" ▲ better" if better else " ▼ worse")
+            cells.append(f"{pct:+.1f}%{mark}")
+        rows.append(cells)
+    headers = ["recipe", "conc"] + [label for label, _ in DELTA_FIGURES.values()]
+    return tabulate(rows, headers, tablefmt="github", disable_numparse=True)
+
+
+def plots(df: pd.DataFrame, plot_dir: Path, slos: dict) -> dict[str, list[str]]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plot_dir.mkdir(parents=True, exist_ok=True)
+    made: dict[str, list[str]] = {}
+    for scen, sdf in df.groupby("scenario"):
+        files = []
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for recipe, rdf in sdf.groupby("recipe"):
+            rdf = rdf.sort_values("concurrency")
+            ax.plot(rdf["tps_per_user"], rdf["tps_per_gpu"], "o-", label=recipe, alpha=0.8)
+            for r in rdf.itertuples():
+                ax.annotate(f"c{r.concurrency}", (r.tps_per_user, r.tps_per_gpu), fontsize=7,
+                            textcoords="offset points", xytext=(3, 3))
+        front = pareto(sdf)
+        if len(front):
+            ax.plot(front["tps_per_user"], front["tps_per_gpu"], "k--", lw=1.2, label="Pareto frontier")
+        ax.set_xlabel("interactivity: output tok/s per user")
+        ax.set_ylabel("throughput: output tok/s per GPU")
+        ax.set_title(f"{scen}: throughput vs interactivity")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+        name = f"{scen}-throughput-vs-interactivity.png"
+        fig.tight_layout()
+        fig.savefig(plot_dir / name, dpi=110)
+        plt.close(fig)
+        files.append(name)
+
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for recipe, rdf in sdf.groupby("recipe"):
+            rdf = rdf.sort_values("concurrency")
+            ax.plot(rdf["concurrency"], rdf["ttft_p95_s"], "o-", label=recipe)
+            limit = slos.get(recipe, {}).get("ttft_p95_s")
+            if limit:
+                ax.axhline(limit, ls=":", lw=1, color=ax.lines[-1].get_color(), label=f"{recipe} SLO {limit:g} s")
+        ax.set_xlabel("concurrency")
+        ax.set_ylabel("TTFT p95 (s)")
+        ax.set_title(f"{scen}: TTFT p95 vs concurrency")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+        name = f"{scen}-ttft-p95.png"
+        fig.tight_layout()
+        fig.savefig(plot_dir / name, dpi=110)
+        plt.close(fig)
+        files.append(name)
+        made[scen] = files
+    return made
+
+
+def build_summary(results: list[Path], selection: Path, out_md: Path, baseline: Path | None = None) -> None:
+    sel = json.loads(Path(selection).read_text())
+    root = Path.cwd()
+    md_dir = out_md.parent
+    df = load_results(results)
+    slos = {p["recipe"]: p["slo"] for p in sel["points"]}
+    parts = [f"# servesweep summary: cluster `{sel['cluster']}`", ""]
+    parts.append(f"{len(df)} of {len(sel['points'])} selected points have a result.")
+    missing = missing_points(sel, set(df["result"]) if len(df) else set(), root)
+    if len(df):
+        made = plots(df, md_dir / "plots", slos)
+        for scen, sdf in df.groupby("scenario"):
+            parts += ["", f"## Scenario `{scen}`", "", scenario_table(sdf, md_dir), ""]
+            parts += [f"![{f}](plots/{f})" for f in made.get(scen, [])]
+        best = best_per_concurrency(df)
+        parts += ["", "## Best setup per concurrency (tok/s per GPU, SLO met)", ""]
+        if best.empty:
+            parts.append("_No point meets its SLO._")
+        else:
+            rows = [[r.scenario, r.concurrency, r.recipe, num(r.tps_per_gpu), _verdict(r)] for r in best.itertuples()]
+            parts.append(tabulate(rows, ["scenario", "conc", "best recipe", "tok/s/GPU", "SLO"], tablefmt="github",
+                                  disable_numparse=True))
+    parts += ["", "## Missing points", ""]
+    if missing:
+        parts.append(tabulate(missing, ["recipe", "conc", "reason", "logs"], tablefmt="github", disable_numparse=True))
+    else:
+        parts.append("None: every selected point has a result.")
+    if baseline:
+        base_files = sorted(Path(baseline).glob("*/c*.json"))
+        base = load_results(base_files) if base_files else pd.DataFrame()
+        parts += ["", f"## Against baseline `{baseline}`", ""]
+        parts.append(baseline_table(df, base) if len(base) and len(df) else "_Baseline has no results._")
+    if len(df):
+        parts += ["", "## Provenance", ""]
+        prov = []
+        for recipe, rdf in df.groupby("recipe"):
+            prov.append(
+                [
+                    recipe,
+                    rdf["image"].iloc[0] or "(local venv)",
+                    ", ".join(sorted(set(rdf["plan_fingerprint"]))),
+                    f"{rdf['end_time'].min()} … {rdf['end_time'].max()}",
+                ]
+            )
+        parts.append(tabulate(prov, ["recipe", "image", "plan fingerprints", "results written"], tablefmt="github",
+                              disable_numparse=True))
+    csv = out_md.with_suffix(".csv")
+    write_if_changed(csv, df.to_csv(index=False) if len(df) else "")
+    write_if_changed(out_md, "\n".join(parts) + "\n")
+    print(f"summary: {out_md} ({len(df)} points, {len(missing)} missing)")

@@ -1,0 +1,106 @@
+"""What the Snakefile needs, in one place: the selection, plan paths, resources.
+
+Runs at DAG-build time in every snakemake process (also the nested ones a
+cluster job starts), so everything here is idempotent: plans are written only
+when their canonical JSON changes, atomically.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from .cluster import all_clusters
+from .errors import InputError, Problem
+from .plan import canonical, render, write_if_changed
+from .recipe import Recipe, load_recipes
+
+PLANS = ".plans"
+
+
+@dataclass(frozen=True)
+class Point:
+    recipe: str
+    conc: int
+
+    @property
+    def result(self) -> str:
+        return f"results/{self.recipe}/c{self.conc}.json"
+
+
+class Selection:
+    """Every recipe validated; the points selected for one cluster."""
+
+    def __init__(self, root: Path, cluster: str, only: list[str] | None = None):
+        self.root = Path(root)
+        self.clusters = all_clusters(self.root / "profiles")
+        if cluster not in self.clusters:
+            known = ", ".join(sorted(self.clusters))
+            raise InputError([Problem("config", "cluster", f"unknown cluster {cluster!r}; known: {known}")])
+        self.cluster = self.clusters[cluster]
+        files = sorted((self.root / "recipes").glob("*.yaml"))
+        recipes, problems = load_recipes(files, self.clusters, root=self.root)
+        if problems:
+            raise InputError(problems)
+        self.recipes: dict[str, Recipe] = {r.name: r for r in recipes}
+        unknown = sorted(set(only or ()) - set(self.recipes))
+        if unknown:
+            raise InputError([Problem("config", "recipes", f"no such recipe(s): {', '.join(unknown)}")])
+        self.selected = [
+            r for r in recipes if cluster in r.clusters and (not only or r.name in only)
+        ]
+        self.points = [Point(r.name, c) for r in self.selected for c in r.concurrency]
+
+    def plan_path(self, recipe: str, conc: int, rehearsal: bool = False) -> str:
+        """Render the point's plan, write it if it changed, return its path."""
+        r = self.recipes.get(recipe)
+        if r is None or (conc not in r.concurrency):
+            raise InputError([Problem(f"results/{recipe}/c{conc}.json", "target", "no such point in any recipe")])
+        sub = "rehearsal/" if rehearsal else ""
+        path = f"{PLANS}/{sub}{recipe}/c{conc}.json"
+        write_if_changed(self.root / path, canonical(self.plan(recipe, conc, rehearsal)))
+        return path
+
+    @functools.cache
+    def plan(self, recipe: str, conc: int, rehearsal: bool = False) -> dict:
+        r = self.recipes[recipe]
+        if rehearsal:  # the recipe's own layout (selected cluster if it runs there), run locally
+            own = self.cluster if self.cluster.name in r.clusters else self.clusters[r.clusters[0]]
+            return render(r, own, conc, self.clusters["local"])
+        if self.cluster.name not in r.clusters:
+            raise InputError(
+                [Problem(r.source, "clusters", f"recipe is not selected for cluster {self.cluster.name!r}")]
+            )
+        return render(r, self.cluster, conc)
+
+    def selection_doc(self) -> dict:
+        return {
+            "cluster": self.cluster.name,
+            "points": [
+                {
+                    "recipe": p.recipe,
+                    "concurrency": p.conc,
+                    "result": p.result,
+                    "scenario": self.recipes[p.recipe].doc["scenario"]["name"],
+                    "slo": self.recipes[p.recipe].doc.get("slo") or {},
+                    "log_dir": f"logs/{p.recipe}/c{p.conc}",
+                }
+                for p in self.points
+            ],
+        }
+
+    def write_selection(self) -> str:
+        path = f"{PLANS}/selection-{self.cluster.name}.json"
+        write_if_changed(self.root / path, canonical(self.selection_doc()))
+        return path
+
+
+def load_or_exit(root: Path, cluster: str, only: list[str] | None = None) -> Selection:
+    """For the Snakefile: a clean report and exit status 2 instead of a traceback."""
+    try:
+        return Selection(root, cluster, only)
+    except InputError as e:
+        print(e.report(), file=sys.stderr)
+        raise SystemExit(2) from None
