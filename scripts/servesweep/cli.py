@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from .errors import InputError, Problem
-
 
 
 def _recipe_files(files: list[str]) -> list[Path]:
@@ -45,9 +43,7 @@ def cmd_plan(a) -> int:
     (recipe,) = recipes
     cluster_name = a.cluster or recipe.clusters[0]
     if cluster_name not in recipe.clusters:
-        raise InputError(
-            [Problem(recipe.source, "clusters", f"recipe does not run on cluster {cluster_name!r}")]
-        )
+        raise InputError([Problem(recipe.source, "clusters", f"recipe does not run on cluster {cluster_name!r}")])
     conc = a.conc if a.conc is not None else recipe.concurrency[0]
     rehearsal = clusters["local"] if a.rehearsal else None
     sys.stdout.write(canonical(render(recipe, clusters[cluster_name], conc, rehearsal)))

@@ -132,5 +132,7 @@ def get_cluster(name: str, profiles_dir: Path | None = None) -> Cluster:
     clusters = all_clusters(profiles_dir)
     if name not in clusters:
         known = ", ".join(sorted(clusters))
-        raise InputError([Problem("--cluster / config cluster", "cluster", f"unknown cluster {name!r}; known: {known}")])
+        raise InputError(
+            [Problem("--cluster / config cluster", "cluster", f"unknown cluster {name!r}; known: {known}")]
+        )
     return clusters[name]

@@ -17,7 +17,6 @@ from .ready import PointFailed, check_alive, exited_message, wait_ready
 from .spawn import Context, Handle, LocalSpawner, MissingSecret, SrunSpawner, stop_all
 
 
-
 class Interrupted(BaseException):
     def __init__(self, signum: int):
         self.signum = signum
@@ -29,7 +28,7 @@ def _raise_interrupt(signum, _frame):
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 class Say:
@@ -134,7 +133,11 @@ def _run(plan: dict, result_path: Path, run_dir: Path, say, handles: list[Handle
         job_id = os.environ.get("SLURM_JOB_ID") or f"local-{os.getpid()}"
     pinfo = plan["ports"]
     lease, notes = ports.lease_slot(
-        _all_ports(plan), pinfo["block"], pinfo["slots"], seed=job_id, host="127.0.0.1" if spawner.kind == "local" else "0.0.0.0"
+        _all_ports(plan),
+        pinfo["block"],
+        pinfo["slots"],
+        seed=job_id,
+        host="127.0.0.1" if spawner.kind == "local" else "0.0.0.0",
     )
     try:
         for note in notes:
@@ -147,13 +150,13 @@ def _run(plan: dict, result_path: Path, run_dir: Path, say, handles: list[Handle
             f"(port slot {lease.slot}, job {job_id}, logs {run_dir})"
         )
         for p in plan["processes"]:
-            env, _secret = ctx.env(p)
+            env, _secret = ctx.env(p, rehearsal=plan["rehearsal"])
             argv = spawner.command(p, ctx.argv(p), ctx)
             handles.append(spawner.start(p, argv, env, run_dir / f"{p['name']}.log", Path.cwd()))
         t_spawned = time.monotonic()
         readiness = wait_ready(plan, ctx, handles, plan["readiness"]["timeout_s"], say)
         workers = {
-            p["name"]: ctx.url(f"http://{{addr:self}}:{{port:self.system}}/metrics", p["name"])
+            p["name"]: ctx.url("http://{addr:self}:{port:self.system}/metrics", p["name"])
             for p in plan["processes"]
             if p["role"] != "frontend" and p["registers"] and "system" in p["ports"]
         }

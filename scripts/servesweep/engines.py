@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-
 from typing import TYPE_CHECKING
 
 from .ports import Port, PortAllocator

@@ -246,7 +246,7 @@ def render(recipe: Recipe, cluster: Cluster, conc: int, rehearsal: Cluster | Non
         "resources": {
             "nodes": nodes,
             "gpus_per_node": max(per_node.values()),
-            "exclusive": nodes > 1,  # multi-node stacks own their nodes
+            "exclusive": nodes > 1 or (cluster.launcher == "slurm" and max(per_node.values()) == cluster.gpus_per_node),
             "runtime_min": _runtime_minutes(doc, run_cluster, bench),
             "cpus_per_task": run_cluster.cpus_per_job,
             "mem_mb": run_cluster.mem_mb_per_node,

@@ -99,5 +99,6 @@ def lease_slot(
             continue
         return SlotLease(slot, fd), notes
     raise PortsBusy(
-        f"no free port slot among {slots} (block {block}): " + ("; ".join(notes) or "all slots are held by other points")
+        f"no free port slot among {slots} (block {block}): "
+        + ("; ".join(notes) or "all slots are held by other points")
     )

@@ -111,8 +111,10 @@ def wait_ready(plan: dict, ctx: Context, handles: list[Handle], timeout_s: float
             tokens = smoke(client, model, plan["benchmark"]["endpoint"])
             if tokens > 0:
                 r.smoke_at, r.smoke_tokens = time.monotonic(), tokens
-                say(f"ready: {len(checks)} processes healthy, registrations {seen}, smoke request "
-                    f"returned {tokens} tokens ({r.smoke_at - r.started:.1f} s)")
+                say(
+                    f"ready: {len(checks)} processes healthy, registrations {seen}, smoke request "
+                    f"returned {tokens} tokens ({r.smoke_at - r.started:.1f} s)"
+                )
                 return r
         waiting = [n for n in checks if n not in r.healthy_at]
         msg = "waiting for: "

@@ -19,6 +19,7 @@ from .yamlio import load_yaml, schema_problems
 # {name} placeholders; JSON objects ({"k": ...}) never match.
 PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 RUNTIME_PLACEHOLDERS = frozenset({"job_id", "run_dir"})
+RESERVED_REF = re.compile(r"\{(?:port|addr):[^}]*\}|\{servesweep_python\}")
 SAFE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*(\.[a-z0-9_-]+)*$")
 
 
@@ -121,8 +122,7 @@ def placeholders_in(doc: dict) -> dict[str, list[str]]:
 
 def _json_problems(args: list, field_prefix: str, label: str) -> list[Problem]:
     problems = []
-    for i, (flag, value, idx) in enumerate(engines.iter_flags(args)):
-        del i
+    for flag, value, idx in engines.iter_flags(args):
         if value is None:
             continue
         if flag in engines.JSON_FLAGS or (isinstance(value, str) and value.lstrip()[:1] in "{["):
@@ -132,7 +132,11 @@ def _json_problems(args: list, field_prefix: str, label: str) -> list[Problem]:
                 json.loads(value)
             except json.JSONDecodeError as e:
                 problems.append(
-                    Problem(label, f"{field_prefix}[{idx}]", f"{flag} is not valid JSON: {e.msg} at column {e.colno}")
+                    Problem(
+                        label,
+                        f"{field_prefix}[{idx if '=' in str(args[idx]) else idx + 1}]",
+                        f"{flag} is not valid JSON: {e.msg} at column {e.colno}",
+                    )
                 )
     return problems
 
@@ -189,7 +193,17 @@ def semantic_problems(recipe: Recipe, stem: str | None) -> list[Problem]:
         )
     engine_args = list(doc["engine"].get("args", []))
     multi = sum(r.workers for r in roles) > 1
+    topo = doc["topology"]
     for r in roles:
+        stated = (topo.get("aggregated") or (topo.get("disaggregated") or {}).get(r.name) or {}).get("gpus")
+        if stated is not None and stated != r.gpus_per_worker:
+            out.append(
+                Problem(
+                    label,
+                    f"{r.field}.gpus",
+                    f"gpus {stated} does not equal dp {r.dp} x tp {r.tp} x pp {r.pp} = {r.gpus_per_worker}",
+                )
+            )
         if r.launch == "per_gpu" and (r.tp > 1 or r.pp > 1):
             out.append(Problem(label, f"{r.field}.launch", "per_gpu launch needs tp = pp = 1 (one DP rank per GPU)"))
         if r.launch == "per_gpu" and kind not in ("dynamo.vllm", "dynamo.mocker"):
@@ -209,9 +223,10 @@ def semantic_problems(recipe: Recipe, stem: str | None) -> list[Problem]:
         for k in env:
             if k in engines.OWNED_ENV:
                 out.append(Problem(label, f"{fld}.{k}", f"{k} is set by the launcher per process; remove it"))
-    for name, fields in placeholders_in(doc).items():
-        if name.startswith("port") or name.startswith("addr"):
-            out.append(Problem(label, fields[0], f"placeholder {{{name}}} is reserved for the launcher"))
+    for path, text in _strings(doc, ""):
+        m = RESERVED_REF.search(text)
+        if m:
+            out.append(Problem(label, path, f"{m.group(0)} is reserved for the launcher's runtime references"))
     return out
 
 

@@ -221,8 +221,13 @@ def plots(df: pd.DataFrame, plot_dir: Path, slos: dict) -> dict[str, list[str]]:
             rdf = rdf.sort_values("concurrency")
             ax.plot(rdf["tps_per_user"], rdf["tps_per_gpu"], "o-", label=recipe, alpha=0.8)
             for r in rdf.itertuples():
-                ax.annotate(f"c{r.concurrency}", (r.tps_per_user, r.tps_per_gpu), fontsize=7,
-                            textcoords="offset points", xytext=(3, 3))
+                ax.annotate(
+                    f"c{r.concurrency}",
+                    (r.tps_per_user, r.tps_per_gpu),
+                    fontsize=7,
+                    textcoords="offset points",
+                    xytext=(3, 3),
+                )
         front = pareto(sdf)
         if len(front):
             ax.plot(front["tps_per_user"], front["tps_per_gpu"], "k--", lw=1.2, label="Pareto frontier")
@@ -278,8 +283,14 @@ def build_summary(results: list[Path], selection: Path, out_md: Path, baseline: 
             parts.append("_No point meets its SLO._")
         else:
             rows = [[r.scenario, r.concurrency, r.recipe, num(r.tps_per_gpu), _verdict(r)] for r in best.itertuples()]
-            parts.append(tabulate(rows, ["scenario", "conc", "best recipe", "tok/s/GPU", "SLO"], tablefmt="github",
-                                  disable_numparse=True))
+            parts.append(
+                tabulate(
+                    rows,
+                    ["scenario", "conc", "best recipe", "tok/s/GPU", "SLO"],
+                    tablefmt="github",
+                    disable_numparse=True,
+                )
+            )
     parts += ["", "## Missing points", ""]
     if missing:
         parts.append(tabulate(missing, ["recipe", "conc", "reason", "logs"], tablefmt="github", disable_numparse=True))
@@ -302,8 +313,14 @@ def build_summary(results: list[Path], selection: Path, out_md: Path, baseline: 
                     f"{rdf['end_time'].min()} … {rdf['end_time'].max()}",
                 ]
             )
-        parts.append(tabulate(prov, ["recipe", "image", "plan fingerprints", "results written"], tablefmt="github",
-                              disable_numparse=True))
+        parts.append(
+            tabulate(
+                prov,
+                ["recipe", "image", "plan fingerprints", "results written"],
+                tablefmt="github",
+                disable_numparse=True,
+            )
+        )
     csv = out_md.with_suffix(".csv")
     write_if_changed(csv, df.to_csv(index=False) if len(df) else "")
     write_if_changed(out_md, "\n".join(parts) + "\n")

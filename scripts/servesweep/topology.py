@@ -67,9 +67,7 @@ def _worker_slots(w: Worker, node_gpus: list[tuple[int, tuple[int, ...]]]) -> li
     """Split a worker's GPUs (a list of (node, gpu ids)) into process slots."""
     if w.launch == "per_gpu":
         flat = [(n, g) for n, gs in node_gpus for g in gs]
-        return [
-            Slot(w, i, len(flat), n, (g,), dp_start=i, dp_local=1, leader=True) for i, (n, g) in enumerate(flat)
-        ]
+        return [Slot(w, i, len(flat), n, (g,), dp_start=i, dp_local=1, leader=True) for i, (n, g) in enumerate(flat)]
     if w.launch == "per_node" and len(node_gpus) > 1:
         per_node_dp = max(w.dp // len(node_gpus), 1)
         return [

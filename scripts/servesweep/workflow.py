@@ -48,9 +48,7 @@ class Selection:
         unknown = sorted(set(only or ()) - set(self.recipes))
         if unknown:
             raise InputError([Problem("config", "recipes", f"no such recipe(s): {', '.join(unknown)}")])
-        self.selected = [
-            r for r in recipes if cluster in r.clusters and (not only or r.name in only)
-        ]
+        self.selected = [r for r in recipes if cluster in r.clusters and (not only or r.name in only)]
         self.points = [Point(r.name, c) for r in self.selected for c in r.concurrency]
 
     def plan_path(self, recipe: str, conc: int, rehearsal: bool = False) -> str:

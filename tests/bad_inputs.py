@@ -1,0 +1,269 @@
+"""The bad-input corpus: each case is a recipe file and what its error must name.
+
+A case is (id, file text or a mutation of a valid recipe, expected field, expected
+words of the reason). Kept as code so each mutation stays one readable line.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+AGG = yaml.safe_load((ROOT / "recipes" / "local-agg-2x-mocker.yaml").read_text())
+DIS = yaml.safe_load((ROOT / "recipes" / "local-disagg-1p1d-mocker.yaml").read_text())
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    field: str  # must appear in the message line for this file
+    reason: str  # must appear too (case-insensitive)
+    mutate: Callable[[dict], object] | None = None
+    text: str | None = None
+    base: str = "agg"
+    file_stem: str | None = None  # when the file name must differ from the case id
+
+    def render(self) -> tuple[str, str]:
+        """(file stem, file text)"""
+        stem = self.file_stem or self.id
+        if self.text is not None:
+            return stem, self.text
+        doc = copy.deepcopy(AGG if self.base == "agg" else DIS)
+        doc["name"] = self.id
+        out = self.mutate(doc) if self.mutate else None
+        doc = doc if out is None else out
+        return stem, yaml.safe_dump(doc, sort_keys=False)
+
+
+def _set(path: str, value):
+    def f(doc):
+        node = doc
+        keys = path.split(".")
+        for k in keys[:-1]:
+            node = node[int(k)] if isinstance(node, list) else node.setdefault(k, {})
+        node[keys[-1]] = value
+
+    return f
+
+
+def _del(path: str):
+    def f(doc):
+        node = doc
+        keys = path.split(".")
+        for k in keys[:-1]:
+            node = node[k]
+        del node[keys[-1]]
+
+    return f
+
+
+def _rename(path: str, new: str):
+    def f(doc):
+        node = doc
+        keys = path.split(".")
+        for k in keys[:-1]:
+            node = node[k]
+        node[new] = node.pop(keys[-1])
+
+    return f
+
+
+def _args(*extra, where="engine"):
+    def f(doc):
+        if where == "engine":
+            doc["engine"]["args"] = list(doc["engine"].get("args", [])) + list(extra)
+        else:
+            doc["topology"]["disaggregated"][where]["args"] = list(extra)
+
+    return f
+
+
+def _vllm(replicas=2, *extra):
+    def f(doc):
+        doc["engine"] = {"kind": "dynamo.vllm", "args": list(extra)}
+        doc["topology"] = {"aggregated": {"replicas": replicas, "tp": 1}}
+
+    return f
+
+
+def _all(*fs):
+    def f(doc):
+        for g in fs:
+            g(doc)
+
+    return f
+
+
+CASES = [
+    Case("malformed-yaml", "line 2", "malformed yaml", text="name: malformed-yaml\n  clusters: [local\n"),
+    Case(
+        "duplicate-key",
+        "line",
+        "duplicate key 'clusters'",
+        text="name: duplicate-key\nclusters: [local]\nclusters: [local]\n",
+    ),
+    Case("top-level-list", "(top level)", "mapping", text="- name: top-level-list\n"),
+    Case("empty-file", "(top level)", "mapping", text=""),
+    Case("tab-indent", "line", "malformed yaml", text="name: tab-indent\nmodel:\n\tpath: x\n"),
+    Case("unknown-top-key", "concurency", "did you mean 'concurrency'", _rename("concurrency", "concurency")),
+    Case(
+        "misspelled-replicas",
+        "topology.aggregated.replcas",
+        "did you mean 'replicas'",
+        _rename("topology.aggregated.replicas", "replcas"),
+    ),
+    Case("misspelled-engine-args", "engine.argz", "did you mean 'args'", _rename("engine.args", "argz")),
+    Case(
+        "misspelled-duration",
+        "scenario.duraton_s",
+        "did you mean 'duration_s'",
+        _rename("scenario.duration_s", "duraton_s"),
+    ),
+    Case("misspelled-slo", "slo.ttft_p95", "did you mean 'ttft_p95_s'", _rename("slo.ttft_p95_s", "ttft_p95")),
+    Case("unknown-key-no-hint", "frontend.banana", "allowed keys", _set("frontend.banana", 1)),
+    Case(
+        "replicas-wrong-type",
+        "topology.aggregated.replicas",
+        "is not of type 'integer'",
+        _set("topology.aggregated.replicas", "two"),
+    ),
+    Case("concurrency-string", "concurrency", "is not of type 'array'", _set("concurrency", "16")),
+    Case("concurrency-negative", "concurrency[0]", "less than the minimum", _set("concurrency", [-4, 8])),
+    Case("concurrency-zero", "concurrency[1]", "less than the minimum", _set("concurrency", [4, 0])),
+    Case("concurrency-duplicate", "concurrency", "duplicate concurrency values: [4]", _set("concurrency", [4, 8, 4])),
+    Case("concurrency-empty", "concurrency", "should be non-empty", _set("concurrency", [])),
+    Case("concurrency-float", "concurrency[0]", "is not of type 'integer'", _set("concurrency", [4.5])),
+    Case("engine-kind-unknown", "engine.kind", "is not one of", _set("engine.kind", "dynamo.tgi")),
+    Case("router-mode-unknown", "frontend.router.mode", "is not one of", _set("frontend.router.mode", "fastest")),
+    Case("too-many-gpus", "topology", "needs 2 nodes", _set("topology.aggregated", {"replicas": 3, "tp": 4})),
+    Case(
+        "dp-tp-pp-mismatch",
+        "topology.aggregated.gpus",
+        "does not equal dp 1 x tp 2 x pp 2 = 4",
+        _set("topology.aggregated", {"replicas": 1, "tp": 2, "pp": 2, "gpus": 2}),
+    ),
+    Case(
+        "worker-straddles-node",
+        "topology.aggregated",
+        "straddle",
+        _set("topology.aggregated", {"replicas": 1, "tp": 12}),
+    ),
+    Case(
+        "multi-node-per-worker",
+        "topology.aggregated.launch",
+        "use launch per_node",
+        _set("topology.aggregated", {"replicas": 1, "tp": 16}),
+    ),
+    Case(
+        "sglang-two-replicas",
+        "topology.aggregated.replicas",
+        "dynamo.sglang supports one replica",
+        _set("engine", {"kind": "dynamo.sglang"}),
+    ),
+    Case(
+        "vllm-kv-events-multi",
+        "engine.args[0]",
+        "gives each replica its own KV-event endpoint",
+        _vllm(2, "--kv-events-config", '{"publisher":"zmq"}'),
+    ),
+    Case("owned-port", "engine.args[6]", "--port is owned by the launcher", _args("--port", 9000)),
+    Case("owned-host", "engine.args[6]", "--host is owned by the launcher", _args("--host=0.0.0.0")),
+    Case("owned-dp-local", "engine.args[6]", "DP layout", _args("--data-parallel-size-local", 2)),
+    Case("owned-dp-start-rank", "engine.args[6]", "DP layout", _args("--data-parallel-start-rank", 0)),
+    Case("owned-tp-flag", "engine.args[6]", "set topology tp", _args("--tensor-parallel-size", 2)),
+    Case("owned-zmq-ports", "engine.args[6]", "own KV-event ports", _args("--zmq-kv-events-ports", "5557")),
+    Case(
+        "owned-frontend-port",
+        "frontend.args[0]",
+        "--http-port is owned by the launcher",
+        _set("frontend.args", ["--http-port", "8000"]),
+    ),
+    Case(
+        "owned-cuda-env",
+        "engine.env.CUDA_VISIBLE_DEVICES",
+        "set by the launcher",
+        _set("engine.env", {"CUDA_VISIBLE_DEVICES": "0"}),
+    ),
+    Case("owned-system-port-env", "env.DYN_SYSTEM_PORT", "set by the launcher", _set("env.DYN_SYSTEM_PORT", "9090")),
+    Case(
+        "broken-json-engine",
+        "engine.args[7]",
+        "--attention-config is not valid json",
+        _args("--attention-config", '{"backend": "FLASHINFER",'),
+    ),
+    Case(
+        "broken-json-role",
+        "topology.disaggregated.decode.args[1]",
+        "--kv-transfer-config is not valid json",
+        _args("--kv-transfer-config", "{kv_connector: Nixl}", where="decode"),
+        base="dis",
+    ),
+    Case(
+        "unfilled-placeholder",
+        "model.path",
+        "placeholder {weights_dir} is not filled by cluster 'local'",
+        _set("model.path", "{weights_dir}/tiny"),
+    ),
+    Case("reserved-placeholder", "engine.args[6]", "reserved for the launcher", _args("{port:self.http}")),
+    Case("unsafe-name", "name", "does not match the required form", _set("name", "Bad Name!"), file_stem="unsafe-name"),
+    Case("name-dotdot", "name", "does not match the required form", _set("name", "a..b"), file_stem="name-dotdot"),
+    Case("name-slash", "name", "does not match the required form", _set("name", "../etc/x"), file_stem="name-slash"),
+    Case("name-mismatch", "name", "must match the file name 'name-mismatch-file'", file_stem="name-mismatch-file"),
+    Case("unknown-cluster", "clusters[0]", "unknown cluster 'hgx99'", _set("clusters", ["hgx99"])),
+    Case("flag-and-value-in-one-item", "engine.args[6]", "two items", _args("--max-num-seqs 8")),
+    Case("duration-and-requests", "scenario", "not both", _set("scenario.requests", 100)),
+    Case("no-duration-no-requests", "scenario.duration_s", "give duration_s or requests", _del("scenario.duration_s")),
+    Case(
+        "both-topologies",
+        "topology",
+        "exactly one",
+        _set("topology.disaggregated", {"prefill": {"workers": 1}, "decode": {"workers": 1}}),
+    ),
+    Case("empty-topology", "topology", "must not be empty", _set("topology", {})),
+    Case(
+        "per-gpu-with-tp",
+        "topology.disaggregated.decode.launch",
+        "per_gpu launch needs tp = pp = 1",
+        _set("topology.disaggregated.decode", {"workers": 1, "tp": 2, "launch": "per_gpu"}),
+        base="dis",
+    ),
+    Case(
+        "plain-vllm-disagg",
+        "topology",
+        "plain 'vllm serve' has no router",
+        _set("engine", {"kind": "vllm"}),
+        base="dis",
+    ),
+    Case("missing-model", "model", "required key is missing", _del("model")),
+    Case("bad-env-name", "env", "does not match", _set("env", {"1BAD": "x"})),
+    Case(
+        "session-header-spaces",
+        "scenario.session_header",
+        "does not match the required form",
+        _set("scenario.session_header", "x session"),
+    ),
+    Case(
+        "error-rate-over-one", "validity.max_error_rate", "greater than the maximum", _set("validity.max_error_rate", 2)
+    ),
+    Case(
+        "two-dataset-kinds", "scenario.dataset", "exactly one", _set("scenario.dataset.synthetic", {"isl": 1, "osl": 1})
+    ),
+    Case("secret-wrong-shape", "env.HF_TOKEN", "", _set("env.HF_TOKEN", {"from": "HF_TOKEN"})),
+    Case("shell-string-in-args", "engine.args[6]", "two items", _args("--foo bar; rm -rf /")),
+]
+
+
+def write_cases(recipes_dir: Path) -> dict[str, Case]:
+    """Write every case; return file label -> case."""
+    out = {}
+    for c in CASES:
+        stem, text = c.render()
+        path = recipes_dir / f"{stem}.yaml"
+        path.write_text(text)
+        out[f"recipes/{path.name}"] = c
+    return out

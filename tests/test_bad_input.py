@@ -1,0 +1,126 @@
+"""Bad input: every case errors with file + field + reason, in the validator and in the dry run,
+with no traceback, and nothing is rendered, submitted or written."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import sys
+from pathlib import Path
+
+import pytest
+
+from bad_inputs import CASES, write_cases
+from conftest import copy_workflow, snakemake
+from servesweep.cluster import all_clusters
+from servesweep.errors import InputError
+from servesweep.recipe import load_recipe, load_recipes
+
+REPORT = {}
+
+
+def _lines_for(text: str, label: str) -> list[str]:
+    return [ln.strip() for ln in text.splitlines() if ln.strip().startswith(label + ":")]
+
+
+def _matches(case, lines) -> bool:
+    return any(case.field in ln and case.reason.lower() in ln.lower() for ln in lines)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    wf = copy_workflow(tmp_path_factory.mktemp("bad") / "wf", recipes=[])
+    cases = write_cases(wf / "recipes")
+    return wf, cases
+
+
+def test_corpus_is_large_enough():
+    assert len(CASES) >= 40
+    assert len({c.id for c in CASES}) == len(CASES)
+
+
+def test_each_case_is_reported_by_the_validator(corpus):
+    wf, cases = corpus
+    clusters = all_clusters(wf / "profiles")
+    failed = []
+    for label, case in cases.items():
+        _, problems = load_recipes([wf / label], clusters, root=wf)
+        lines = [str(p) for p in problems]
+        if not lines or not _matches(case, [ln for ln in lines if ln.startswith(label)]):
+            failed.append(f"{case.id}: expected {case.field!r} / {case.reason!r}, got {lines}")
+    REPORT["validator"] = (len(cases), len(cases) - len(failed))
+    assert not failed, "\n".join(failed)
+
+
+def test_all_errors_reported_together_in_one_dry_run(corpus):
+    wf, cases = corpus
+    r = snakemake(wf, "-n", "results/summary.md")
+    assert r.returncode != 0
+    assert "Traceback" not in r.stderr + r.stdout
+    missing = [c.id for label, c in cases.items() if not _matches(c, _lines_for(r.stderr, label))]
+    assert not missing, f"not reported: {missing}\n{r.stderr[-3000:]}"
+    assert not (wf / ".plans").exists() and not list((wf / "results").glob("*")) if (wf / "results").exists() else True
+
+
+def _dry_run_one(case, tmp: Path):
+    wf = copy_workflow(tmp / case.id, recipes=["local-agg-2x-mocker"])
+    cases = write_cases_single(wf, case)
+    r = snakemake(wf, "-n", "results/summary.md", timeout=120)
+    label = next(iter(cases))
+    ok = (
+        r.returncode != 0
+        and "Traceback" not in r.stdout + r.stderr
+        and _matches(case, _lines_for(r.stderr, label))
+        and not (wf / ".plans").exists()
+        and not (wf / "results").exists()
+    )
+    return case.id, ok, r.stderr[-800:]
+
+
+def write_cases_single(wf: Path, case):
+    stem, text = case.render()
+    (wf / "recipes" / f"{stem}.yaml").write_text(text)
+    return {f"recipes/{stem}.yaml": case}
+
+
+def test_each_case_fails_its_own_dry_run(tmp_path):
+    """One real `snakemake -n` per case (two at a time): exits non-zero, names file+field+reason."""
+    with cf.ThreadPoolExecutor(max_workers=2) as pool:
+        outcomes = list(pool.map(lambda c: _dry_run_one(c, tmp_path), CASES))
+    bad = [f"{cid}:\n{err}" for cid, ok, err in outcomes if not ok]
+    REPORT["dry run"] = (len(outcomes), len(outcomes) - len(bad))
+    print(f"\nbad-input corpus: {len(outcomes)} cases, {len(outcomes) - len(bad)} rejected as expected")
+    assert not bad, "\n".join(bad)
+
+
+def test_duplicate_recipe_names_are_rejected(tmp_path):
+    src = Path(__file__).resolve().parents[1] / "recipes" / "local-agg-2x-mocker.yaml"
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    for d in (a, b):
+        (d / src.name).write_text(src.read_text())
+    clusters = all_clusters(Path(__file__).resolve().parents[1] / "profiles")
+    recipes, problems = load_recipes([a / src.name, b / src.name], clusters)
+    assert len(recipes) == 1
+    assert any("already used by" in p.reason and p.field == "name" for p in problems)
+
+
+def test_unknown_cluster_in_config_is_a_clean_error(wf):
+    r = snakemake(wf, "-n", "--config", "cluster=nope")
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert "unknown cluster 'nope'" in r.stderr
+
+
+def test_load_recipe_raises_input_error_not_traceback(tmp_path):
+    p = tmp_path / "x.yaml"
+    p.write_text("name: x\n")
+    with pytest.raises(InputError) as e:
+        load_recipe(p)
+    assert "required key is missing" in e.value.report()
+
+
+def pytest_terminal_summary():  # pragma: no cover - printed by conftest hook below
+    pass
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__]))

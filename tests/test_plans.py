@@ -1,0 +1,195 @@
+"""The shipped recipes validate and expand as the issue states; rendering is pure and deterministic."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from conftest import ROOT, servesweep
+from servesweep.cluster import all_clusters
+from servesweep.plan import canonical, render
+from servesweep.recipe import load_recipe
+
+CLUSTERS = all_clusters(ROOT / "profiles")
+
+
+def plan_of(name: str, conc: int | None = None, cluster: str | None = None, rehearsal: bool = False) -> dict:
+    r = load_recipe(ROOT / "recipes" / f"{name}.yaml")
+    c = CLUSTERS[cluster or r.clusters[0]]
+    return render(r, c, conc or r.concurrency[0], CLUSTERS["local"] if rehearsal else None)
+
+
+def roles(plan):
+    return Counter(p["role"] for p in plan["processes"])
+
+
+def all_ports(plan, node=None):
+    out = []
+    for p in plan["processes"]:
+        if node is None or p["node"] == node:
+            for port in p["ports"].values():
+                out += range(port["port"], port["port"] + port["count"])
+    return out
+
+
+def test_every_shipped_recipe_validates_via_cli():
+    r = servesweep("validate", cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("ok  ") == len(list((ROOT / "recipes").glob("*.yaml")))
+
+
+def test_gemma4_two_tp4_replicas_on_one_node():
+    p = plan_of("gemma4-livekit-2tp4-dyn-vllm-prod", 96)
+    assert p["nodes"] == 1 and p["gpus_total"] == 8
+    engines = [x for x in p["processes"] if x["role"] == "agg"]
+    assert [e["env"]["CUDA_VISIBLE_DEVICES"] for e in engines] == ["0,1,2,3", "4,5,6,7"]
+    sys_ports = {e["ports"]["system"]["port"] for e in engines}
+    kv = {e["ports"]["kv_events"]["port"] for e in engines}
+    assert len(sys_ports) == 2 and len(kv) == 2
+    for e in engines:
+        cfg = json.loads(e["argv"][e["argv"].index("--kv-events-config") + 1])
+        assert cfg["endpoint"] == "tcp://*:{port:self.kv_events}"
+        assert e["argv"][:3] == ["python3", "-m", "dynamo.vllm"]
+        assert e["argv"][e["argv"].index("--tensor-parallel-size") + 1] == "4"
+        assert e["env"]["DYN_PARSER_VERSION"] == "2"
+        assert "--max-num-batched-tokens" in e["argv"] and "--prefix-cache-retention-interval" in e["argv"]
+    (fe,) = [x for x in p["processes"] if x["role"] == "frontend"]
+    assert fe["env"]["DYN_PARSER_VERSION"] == "2"
+    assert "CUDA_VISIBLE_DEVICES" not in fe["env"] and "DYN_SYSTEM_PORT" not in fe["env"]
+    assert set(fe["ports"]) == {"http"}
+    argv = fe["argv"]
+    for flag, value in [
+        ("--router-mode", "kv"),
+        ("--router-prefill-load-scale", "16"),
+        ("--router-min-initial-workers", "2"),
+        ("--router-session-affinity-ttl-secs", "1800"),
+        ("--router-session-affinity-mode", "hard"),
+    ]:
+        assert argv[argv.index(flag) + 1] == value
+    assert p["expect_registrations"] == {"backend": 2}
+    assert p["benchmark"]["session_header"] == "x-dynamo-session-id"
+    assert p["benchmark"]["duration_s"] == 1200 and p["benchmark"]["warmup"]["requests"] > 0
+    assert p["container"]["image"].endswith("vllm-runtime:0.31.0-dyn1.6.0-g4p2-prod")
+    assert p["resources"] == {
+        "nodes": 1,
+        "gpus_per_node": 8,
+        "exclusive": True,
+        "runtime_min": p["resources"]["runtime_min"],
+        "cpus_per_task": 96,
+        "mem_mb": 1500000,
+    }
+    assert p["slo"] == {"ttft_p95_s": 0.5}
+
+
+@pytest.mark.parametrize(
+    "name,nodes,prefill,decode,expect",
+    [
+        ("dsv4-pro-gb300-1p1d-pdep8-ddep8-mtp", 4, 2, 2, {"prefill": 1, "backend": 1}),
+        ("dsv4-pro-gb300-3p1d-pdep8-ddep16", 10, 6, 4, {"prefill": 3, "backend": 1}),
+        ("dsv4-pro-gb200-3p1d-pdep8-ddep16-pergpu", 10, 24, 16, {"prefill": 24, "backend": 16}),
+    ],
+)
+def test_dsv4_disaggregated_expansions(name, nodes, prefill, decode, expect):
+    p = plan_of(name)
+    assert p["nodes"] == nodes and p["resources"]["nodes"] == nodes
+    assert roles(p) == {"frontend": 1, "prefill": prefill, "decode": decode}
+    assert p["expect_registrations"] == expect
+    assert p["resources"]["gpus_per_node"] == 4 and p["resources"]["exclusive"]
+    engines = [x for x in p["processes"] if x["role"] != "frontend"]
+    # identical attention config and job-scoped cache dir on both roles
+    attn = {x["argv"][x["argv"].index("--attention-config") + 1] for x in engines}
+    assert len(attn) == 1
+    assert json.loads(attn.pop())["backend"] == "FLASHINFER_MLA_SPARSE_DSV4"
+    assert {x["env"]["DG_JIT_CACHE_DIR"] for x in engines} == {"/tmp/dg-cache-{job_id}"}
+    for x in engines:
+        assert x["env"]["PYTHONHASHSEED"] == "0" and x["env"]["TORCH_SYMMEM"] == "NVSHMEM"
+        assert x["env"]["NCCL_IB_HCA"] == "mlx5_0,mlx5_1,mlx5_2,mlx5_3"  # placeholder filled by the cluster
+        assert x["env"]["HF_TOKEN"] == {"from_env": "HF_TOKEN", "secret": True}
+        assert "--block-size" in x["argv"]
+        json.loads(x["argv"][x["argv"].index("--kv-transfer-config") + 1])
+        assert "--enable-expert-parallel" in x["argv"]
+    # every node holds at most 4 GPUs, and no GPU is used twice on a node
+    per_node = Counter()
+    for x in engines:
+        for g in x["gpus"]:
+            per_node[(x["node"], g)] += 1
+    assert max(per_node.values()) == 1 and max(g for _, g in per_node) == 3
+    assert len(set(all_ports(p))) == len(all_ports(p))
+    mtp = any("--speculative-config" in x["argv"] for x in engines)
+    assert mtp == name.endswith("-mtp")
+
+
+def test_per_node_layout_of_dep8():
+    p = plan_of("dsv4-pro-gb300-1p1d-pdep8-ddep8-mtp")
+    pre = [x for x in p["processes"] if x["role"] == "prefill"]
+    assert [x["name"] for x in pre] == ["prefill-0-n0", "prefill-0-n1"]
+    assert [x["node"] for x in pre] == [0, 1]
+    a0, a1 = pre[0]["argv"], pre[1]["argv"]
+    assert a0[a0.index("--data-parallel-size") + 1] == "8"
+    assert a0[a0.index("--data-parallel-size-local") + 1] == "4"
+    assert [a[a.index("--data-parallel-start-rank") + 1] for a in (a0, a1)] == ["0", "4"]
+    assert "--headless" in a1 and "--headless" not in a0
+    assert a1[a1.index("--data-parallel-address") + 1] == "{addr:prefill-0-n0}"
+    assert pre[1]["health_url"] is None and pre[1]["registers"] == {}
+
+
+def test_per_gpu_processes_have_one_gpu_and_a_rank():
+    p = plan_of("dsv4-pro-gb200-3p1d-pdep8-ddep16-pergpu")
+    dec = [x for x in p["processes"] if x["role"] == "decode"]
+    assert all(len(x["gpus"]) == 1 for x in dec)
+    ranks = sorted(int(x["argv"][x["argv"].index("--data-parallel-rank") + 1]) for x in dec)
+    assert ranks == list(range(16))
+    assert {x["node"] for x in dec} == {6, 7, 8, 9}
+
+
+def test_local_recipes_render_mocker_stacks():
+    agg = plan_of("local-agg-2x-mocker", 4)
+    assert roles(agg) == {"frontend": 1, "agg": 2}
+    assert agg["expect_registrations"] == {"backend": 2}
+    assert agg["processes"][1]["argv"][:3] == [".venvs/engine/bin/python", "-m", "dynamo.mocker"]
+    dis = plan_of("local-disagg-1p1d-mocker", 4)
+    assert roles(dis) == {"frontend": 1, "prefill": 1, "decode": 1}
+    assert dis["expect_registrations"] == {"backend": 1, "prefill": 1}
+    dec = dis["processes"][2]
+    assert dec["argv"][dec["argv"].index("--data-parallel-size") + 1] == "2"
+    assert dec["ports"]["kv_events"]["count"] == 2  # one KV-event port per DP rank
+
+
+def test_rendering_is_deterministic_and_fingerprinted():
+    a = canonical(plan_of("dsv4-pro-gb300-3p1d-pdep8-ddep16"))
+    b = canonical(plan_of("dsv4-pro-gb300-3p1d-pdep8-ddep16"))
+    assert a == b
+    p1, p2 = plan_of("local-agg-2x-mocker", 4), plan_of("local-agg-2x-mocker", 16)
+    assert p1["fingerprints"]["plan"] != p2["fingerprints"]["plan"]
+    assert p1["fingerprints"]["curve"] == p2["fingerprints"]["curve"]
+
+
+def test_plan_command_prints_the_documented_shape():
+    r = servesweep("plan", "recipes/dsv4-pro-gb300-1p1d-pdep8-ddep8-mtp.yaml", "--cluster", "gb300", "--conc", "384")
+    assert r.returncode == 0, r.stderr
+    p = json.loads(r.stdout)
+    assert p["nodes"] == 4 and p["gpus_total"] == 16
+    for proc in p["processes"]:
+        assert {"name", "role", "node", "gpus", "ports", "env", "argv"} <= set(proc)
+        assert isinstance(proc["argv"], list) and all(isinstance(a, str) for a in proc["argv"])
+
+
+def test_rehearsal_keeps_layout_but_runs_mockers():
+    real = plan_of("dsv4-pro-gb300-1p1d-pdep8-ddep8-mtp")
+    reh = plan_of("dsv4-pro-gb300-1p1d-pdep8-ddep8-mtp", rehearsal=True)
+    assert [(x["name"], x["node"], x["gpus"]) for x in real["processes"]] == [
+        (x["name"], x["node"], x["gpus"]) for x in reh["processes"]
+    ]
+    assert reh["expect_registrations"] == real["expect_registrations"]
+    assert reh["image"] is None and reh["launcher"] == "local" and reh["rehearsal"]
+    assert reh["benchmark"]["concurrency"] <= CLUSTERS["local"].rehearsal_max_concurrency
+    assert reh["benchmark"]["duration_s"] <= CLUSTERS["local"].rehearsal_max_duration_s
+    kinds = {x["argv"][2] for x in reh["processes"]}
+    assert kinds == {"dynamo.frontend", "dynamo.mocker", "servesweep.standin"}
+
+    def user_env(proc):
+        return {k: v for k, v in proc["env"].items() if not k.startswith("VLLM_NIXL")}
+
+    assert [user_env(x) for x in reh["processes"]] == [user_env(x) for x in real["processes"]]

@@ -1,0 +1,114 @@
+"""Exact staleness, proven with `snakemake -n` in a temp copy of the workflow.
+
+Outputs are marked up to date with `--touch` (no engine runs); each test then
+makes one edit and checks which points the dry run would rerun.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from conftest import LOCAL_RECIPES, copy_workflow, snakemake
+
+ALL_POINTS = {
+    "results/local-agg-2x-mocker/c4.json",
+    "results/local-agg-2x-mocker/c16.json",
+    "results/local-disagg-1p1d-mocker/c4.json",
+    "results/local-disagg-1p1d-mocker/c16.json",
+}
+
+
+def stale_points(wf) -> set[str]:
+    r = snakemake(wf, "-n", "results/summary.md")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout + r.stderr
+    if "Nothing to be done" in out:
+        return set()
+    return set(re.findall(r"output: (results/[^,\s]+/c\d+\.json)", out))
+
+
+def summary_stale(wf) -> bool:
+    r = snakemake(wf, "-n", "results/summary.md")
+    return "rule summary:" in r.stdout + r.stderr
+
+
+@pytest.fixture
+def settled(tmp_path):
+    """A workflow copy whose every point and summary is up to date."""
+    wf = copy_workflow(tmp_path / "wf", LOCAL_RECIPES)
+    assert stale_points(wf) == ALL_POINTS
+    for p in ALL_POINTS | {"results/summary.md", "results/summary.csv"}:
+        (wf / p).parent.mkdir(parents=True, exist_ok=True)
+        (wf / p).write_text("{}\n")
+    r = snakemake(wf, "--touch", "results/summary.md")
+    assert r.returncode == 0, r.stderr
+    assert stale_points(wf) == set()
+    return wf
+
+
+def edit(path, old, new):
+    text = path.read_text()
+    assert old in text, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_cosmetic_edits_rerun_nothing(settled):
+    r = settled / "recipes" / "local-agg-2x-mocker.yaml"
+    text = r.read_text()
+    # comment, blank lines, trailing whitespace and key order
+    lines = text.splitlines()
+    desc = next(i for i, ln in enumerate(lines) if ln.startswith("description:"))
+    lines.insert(desc, lines.pop(desc + 1))  # swap description and clusters
+    r.write_text("# a new comment\n\n" + "\n".join(ln + "  " for ln in lines) + "\n\n")
+    assert stale_points(settled) == set()
+    assert not summary_stale(settled)
+
+
+def test_engine_arg_change_reruns_exactly_that_recipe(settled):
+    edit(
+        settled / "recipes" / "local-disagg-1p1d-mocker.yaml",
+        "--num-gpu-blocks-override, 4096",
+        "--num-gpu-blocks-override, 2048",
+    )
+    assert stale_points(settled) == {
+        "results/local-disagg-1p1d-mocker/c4.json",
+        "results/local-disagg-1p1d-mocker/c16.json",
+    }
+
+
+def test_added_concurrency_is_exactly_one_new_point(settled):
+    edit(settled / "recipes" / "local-agg-2x-mocker.yaml", "concurrency: [4, 16]", "concurrency: [4, 8, 16]")
+    assert stale_points(settled) == {"results/local-agg-2x-mocker/c8.json"}
+
+
+def test_removed_recipe_leaves_the_summary_inputs(settled):
+    (settled / "recipes" / "local-disagg-1p1d-mocker.yaml").unlink()
+    r = snakemake(settled, "-n", "results/summary.md")
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, r.stderr
+    assert stale_points(settled) == set()
+    m = re.search(r"rule summary:\n\s+input: ([^\n]+)", out)
+    assert m, out
+    assert "local-disagg" not in m.group(1) and "local-agg-2x-mocker/c4.json" in m.group(1)
+
+
+def test_cluster_change_reruns_only_affected_points(settled):
+    # 2-GPU nodes, 2 of them: the agg replicas still share node 0 (GPUs 0,1);
+    # the disagg decode worker (DP2) no longer fits next to prefill and moves to node 1.
+    facts = settled / "profiles" / "local" / "cluster.yaml"
+    edit(facts, "nodes: 1\ngpus_per_node: 8", "nodes: 2\ngpus_per_node: 2")
+    assert stale_points(settled) == {
+        "results/local-disagg-1p1d-mocker/c4.json",
+        "results/local-disagg-1p1d-mocker/c16.json",
+    }
+
+
+def test_dry_run_with_slurm_profile_needs_no_controller(tmp_path):
+    wf = copy_workflow(tmp_path / "wf")
+    r = snakemake(wf, "-n", "results/summary.md", "--config", "cluster=hcm-hgx02")
+    assert r.returncode == 0, r.stderr
+    assert "results/gemma4-livekit-2tp4-dyn-vllm-prod/c96.json" in r.stdout
+    assert "results/gemma4-livekit-2tp4-dyn-vllm-prod/c150.json" in r.stdout
+    assert "local-agg" not in r.stdout
