@@ -70,7 +70,7 @@ def histogram_quantile(before: dict, after: dict, q: float) -> float | None:
         return None
     rank = q * counts[-1]
     prev_b, prev_c = 0.0, 0.0
-    for b, c in zip(bounds, counts):
+    for b, c in zip(bounds, counts, strict=True):
         if c >= rank:
             if b == float("inf"):
                 return prev_b

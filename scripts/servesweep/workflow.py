@@ -7,7 +7,6 @@ when their canonical JSON changes, atomically.
 
 from __future__ import annotations
 
-import functools
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,7 @@ class Selection:
 
     def __init__(self, root: Path, cluster: str, only: list[str] | None = None):
         self.root = Path(root)
+        self._plans: dict = {}
         self.clusters = all_clusters(self.root / "profiles")
         if cluster not in self.clusters:
             known = ", ".join(sorted(self.clusters))
@@ -61,8 +61,13 @@ class Selection:
         write_if_changed(self.root / path, canonical(self.plan(recipe, conc, rehearsal)))
         return path
 
-    @functools.cache
     def plan(self, recipe: str, conc: int, rehearsal: bool = False) -> dict:
+        key = (recipe, conc, rehearsal)
+        if key not in self._plans:
+            self._plans[key] = self._render(recipe, conc, rehearsal)
+        return self._plans[key]
+
+    def _render(self, recipe: str, conc: int, rehearsal: bool) -> dict:
         r = self.recipes[recipe]
         if rehearsal:  # the recipe's own layout (selected cluster if it runs there), run locally
             own = self.cluster if self.cluster.name in r.clusters else self.clusters[r.clusters[0]]
