@@ -55,14 +55,14 @@ def _num(x) -> str:
     return str(int(x)) if float(x).is_integer() else str(x)
 
 
-def aiperf_env(plan: dict, run_dir: Path, base: dict) -> dict:
+def aiperf_env(plan: dict, run_dir: Path, tmp: Path, base: dict) -> dict:
+    """aiperf's env. ``tmp`` must be a short path: aiperf puts ZMQ IPC sockets
+    under TMPDIR and a Unix socket path is limited to 107 bytes."""
     env = dict(base)
     b = plan["benchmark"]
     if b.get("hf_home"):
         env["HF_HOME"] = str(Path(b["hf_home"]).resolve())
         env["HF_HUB_OFFLINE"] = "1"
-    tmp = run_dir / "tmp"
-    tmp.mkdir(parents=True, exist_ok=True)
     env["TMPDIR"] = str(tmp)
     env["XDG_CACHE_HOME"] = str(run_dir / "cache")
     env["MPLCONFIGDIR"] = str(tmp)

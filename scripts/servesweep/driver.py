@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -85,10 +86,9 @@ def run_point(plan_path: Path, result_path: Path, log_dir: Path | None = None) -
     say = Say(f"{plan['recipe']} c{plan['concurrency']}", run_dir / "driver.log")
     old = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     handles: list[Handle] = []
-    lease = None
+    cleanup: list = []
     try:
-        rc = _run(plan, Path(result_path), run_dir, say, handles, lambda x: None)
-        return rc
+        return _run(plan, Path(result_path), run_dir, say, handles, cleanup)
     except (PointFailed, MissingSecret, ports.PortsBusy, slurm.AllocationError) as e:
         say(f"FAILED: {e}")
         _record_failure(run_dir, str(e))
@@ -107,8 +107,8 @@ def run_point(plan_path: Path, result_path: Path, log_dir: Path | None = None) -
                 f"teardown: {len(handles)} processes stopped in {time.monotonic() - t0:.1f} s"
                 + (f" (SIGKILL needed for {', '.join(killed)})" if killed else "")
             )
-        if lease is not None:
-            lease.release()
+        for fn in cleanup:
+            fn()
         for s, h in old.items():
             signal.signal(s, h)
 
@@ -118,7 +118,7 @@ def _record_failure(run_dir: Path, reason: str) -> None:
     (run_dir / "failure.json").write_text(json.dumps(doc, indent=1) + "\n")
 
 
-def _run(plan: dict, result_path: Path, run_dir: Path, say, handles: list[Handle], _hook) -> int:
+def _run(plan: dict, result_path: Path, run_dir: Path, say, handles: list[Handle], cleanup: list) -> int:
     t_start, started_at = time.monotonic(), _now()
     if plan["launcher"] == "slurm":
         alloc = slurm.current_allocation()
@@ -165,7 +165,9 @@ def _run(plan: dict, result_path: Path, run_dir: Path, say, handles: list[Handle
         fe_before = metrics.scrape(fe_metrics) if fe_metrics else None
         art = run_dir / "aiperf"
         argv = bench.aiperf_argv(plan, ctx, art, list(workers.values()))
-        env = bench.aiperf_env(plan, run_dir, os.environ)
+        short_tmp = Path(tempfile.mkdtemp(prefix="servesweep-"))
+        cleanup.append(lambda: shutil.rmtree(short_tmp, ignore_errors=True))
+        env = bench.aiperf_env(plan, run_dir, short_tmp, os.environ)
         t_bench = time.monotonic()
         b = plan["benchmark"]
         say(
@@ -191,7 +193,7 @@ def _run(plan: dict, result_path: Path, run_dir: Path, say, handles: list[Handle
         figs, why = result.figures(plan, export, before, after, fe_before, fe_after)
         reasons = result.gate(plan, export, figs, aiperf.poll())
         if reasons:
-            tail = aiperf.log_tail(8) if aiperf.poll() else ""
+            tail = aiperf.log_tail(8) if aiperf.poll() or not export else ""
             raise PointFailed("invalid run: " + "; ".join(reasons) + (f"\naiperf log tail:\n{tail}" if tail else ""))
         warm = (b.get("warmup") or {}).get("requests", 0)
         doc = {

@@ -1,0 +1,131 @@
+"""A real local sweep: Dynamo frontend + KV router + dynamo.mocker workers, driven by the real aiperf."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import psutil
+import pytest
+from conftest import LOCAL_RECIPES, copy_workflow, snakemake
+
+from servesweep.result import validate_result
+
+pytestmark = pytest.mark.integration
+
+
+def stray_processes(since: float) -> list[str]:
+    """Engine, frontend, aiperf or driver processes started after `since` and still alive."""
+    out = []
+    for p in psutil.process_iter(["pid", "cmdline", "create_time", "status"]):
+        try:
+            cmd = " ".join(p.info["cmdline"] or [])
+            if p.info["create_time"] < since - 1 or p.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+            if any(k in cmd for k in ("dynamo.mocker", "dynamo.frontend", "aiperf", "servesweep run-point")):
+                out.append(f"{p.info['pid']}: {cmd[:120]}")
+        except psutil.NoSuchProcess:
+            continue
+    return out
+
+
+def shorten(wf, duration=6, conc="[2, 8]"):
+    for name in LOCAL_RECIPES:
+        f = wf / "recipes" / f"{name}.yaml"
+        text = f.read_text().replace("duration_s: 20", f"duration_s: {duration}")
+        f.write_text(text.replace("concurrency: [4, 16]", f"concurrency: {conc}"))
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    wf = copy_workflow(tmp_path_factory.mktemp("sweep") / "wf", LOCAL_RECIPES)
+    shorten(wf)
+    since = time.time()
+    r = snakemake(wf, "results/summary.md", timeout=900)
+    return wf, r, since
+
+
+def results_of(wf):
+    return {p.relative_to(wf).as_posix(): json.loads(p.read_text()) for p in sorted(wf.glob("results/*/c*.json"))}
+
+
+def test_sweep_succeeds_and_writes_every_point(sweep):
+    wf, r, _ = sweep
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert set(results_of(wf)) == {
+        f"results/{n}/c{c}.json" for n in LOCAL_RECIPES for c in (2, 8)
+    }
+    assert (wf / "results" / "summary.md").exists() and (wf / "results" / "summary.csv").exists()
+    # progress was visible: readiness and benchmark lines from the driver
+    out = r.stdout + r.stderr
+    assert "ready: " in out and "bench: aiperf at concurrency" in out
+
+
+def test_results_validate_and_agree_with_aiperf(sweep):
+    wf, _, _ = sweep
+    for path, doc in results_of(wf).items():
+        assert validate_result(doc) == [], path
+        export = json.loads((wf / doc["artifacts"] / "profile_export_aiperf.json").read_text())
+        f = doc["figures"]
+        assert f["requests_completed"] == export["request_count"]["avg"]
+        assert f["requests_completed"] > 0 and f["output_tokens_total"] > 0
+        assert f["ttft_s"]["p95"] == pytest.approx(export["time_to_first_token"]["p95"] / 1000)
+        assert f["itl_ms"]["p99"] == pytest.approx(export["inter_token_latency"]["p99"])
+        assert f["output_tps"] == pytest.approx(export["output_token_throughput"]["avg"])
+        assert f["request_throughput"] == pytest.approx(export["request_throughput"]["avg"])
+        assert doc["identity"]["tools"]["aiperf"] == export["aiperf_version"]
+        assert doc["identity"]["plan_fingerprint"] and doc["slo"]["verdicts"]
+
+
+def test_requests_per_worker_add_up(sweep):
+    """Worker counters over the aiperf run = completed + failed + warm-up (smoke request excluded)."""
+    wf, _, _ = sweep
+    for path, doc in results_of(wf).items():
+        f = doc["figures"]
+        expected = f["requests_completed"] + f["requests_errored"] + 8  # 8 warm-up requests in the recipes
+        per = f["requests_per_worker"]
+        if "local-agg" in path:
+            assert set(per) == {"agg-0", "agg-1"}
+            assert sum(per.values()) == expected, (path, per, expected)
+            assert min(per.values()) > 0
+        else:
+            assert set(per) == {"prefill-0", "decode-0"}
+            assert per["decode-0"] == expected and per["prefill-0"] == expected, (path, per)
+
+
+def test_kv_router_shows_prefix_cache_reuse(sweep):
+    wf, _, _ = sweep
+    for path, doc in results_of(wf).items():
+        if "local-agg" in path:
+            assert doc["figures"]["cache_read_share"] > 0.2, path
+
+
+def test_server_ttft_is_reported_next_to_the_client(sweep):
+    wf, _, _ = sweep
+    for doc in results_of(wf).values():
+        f = doc["figures"]
+        assert f["server_ttft_s"]["mean"] > 0 and f["client_ttft_mean_s"] > 0
+        assert f["ttft_gap_s"] is not None
+
+
+def test_no_process_survives_the_sweep(sweep):
+    _, _, since = sweep
+    time.sleep(0.5)
+    assert stray_processes(since) == []
+
+
+def test_second_run_does_nothing(sweep):
+    wf, _, _ = sweep
+    before = {p: p.stat().st_mtime_ns for p in wf.glob("results/**/*") if p.is_file()}
+    r = snakemake(wf, "results/summary.md")
+    assert r.returncode == 0
+    assert "Nothing to be done" in r.stdout + r.stderr
+    assert before == {p: p.stat().st_mtime_ns for p in wf.glob("results/**/*") if p.is_file()}
+
+
+def test_summary_lists_every_point(sweep):
+    wf, _, _ = sweep
+    md = (wf / "results" / "summary.md").read_text()
+    for n in LOCAL_RECIPES:
+        assert f"[{n}]({n}/c2.json)" in md and f"[{n}]({n}/c8.json)" in md
+    assert "None: every selected point has a result." in md
