@@ -52,9 +52,7 @@ def results_of(wf):
 def test_sweep_succeeds_and_writes_every_point(sweep):
     wf, r, _ = sweep
     assert r.returncode == 0, r.stderr[-4000:]
-    assert set(results_of(wf)) == {
-        f"results/{n}/c{c}.json" for n in LOCAL_RECIPES for c in (2, 8)
-    }
+    assert set(results_of(wf)) == {f"results/{n}/c{c}.json" for n in LOCAL_RECIPES for c in (2, 8)}
     assert (wf / "results" / "summary.md").exists() and (wf / "results" / "summary.csv").exists()
     # progress was visible: readiness and benchmark lines from the driver
     out = r.stdout + r.stderr

@@ -72,6 +72,10 @@ def flatten(doc: dict, path: str) -> dict:
     }
 
 
+def _image(x) -> str:
+    return x if isinstance(x, str) and x else "(local venv)"
+
+
 def _g(x) -> str:
     return "n/a" if x is None else f"{x:.3g}"
 
@@ -308,7 +312,7 @@ def build_summary(results: list[Path], selection: Path, out_md: Path, baseline: 
             prov.append(
                 [
                     recipe,
-                    rdf["image"].iloc[0] or "(local venv)",
+                    _image(rdf["image"].iloc[0]),
                     ", ".join(sorted(set(rdf["plan_fingerprint"]))),
                     f"{rdf['end_time'].min()} … {rdf['end_time'].max()}",
                 ]

@@ -1,0 +1,198 @@
+"""The summary on fixture results: tables, missing points, SLO verdicts, best pick, baseline deltas, plots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib.image as mpimg
+import pandas as pd
+import pytest
+
+from servesweep.result import slo_verdicts, validate_result
+from servesweep.summary import build_summary, num
+
+
+def result_doc(recipe, conc, ttft_p95, tps, gpus=2, scenario="chat", slo=None, workers=None, errors=0):
+    figs = {
+        "requests_completed": 1000 * conc,
+        "requests_errored": errors,
+        "requests_cancelled": 0,
+        "error_rate": errors / (1000 * conc + errors),
+        "request_throughput": tps / 50,
+        "ttft_s": {"p50": ttft_p95 / 3, "p90": ttft_p95 / 1.5, "p95": ttft_p95, "p99": ttft_p95 * 1.6},
+        "itl_ms": {"p50": 10.0 + conc / 10, "p90": 14.0, "p99": 20.0 + conc},
+        "request_latency_s": {"p50": 1.0, "p99": 2.0},
+        "output_tps": tps,
+        "total_tps": tps * 10,
+        "output_tps_per_gpu": tps / gpus,
+        "output_tps_per_user": tps / conc,
+        "output_tokens_total": tps * 60,
+        "benchmark_duration_s": 60.0,
+        "cache_read_share": 0.5,
+        "requests_per_worker": workers or {"agg-0": 600 * conc, "agg-1": 400 * conc},
+        "server_ttft_s": {"mean": ttft_p95 / 2, "p50": ttft_p95 / 3, "p95": ttft_p95},
+        "client_ttft_mean_s": ttft_p95 / 2 + 0.01,
+        "ttft_gap_s": 0.01,
+    }
+    slo = {"ttft_p95_s": 0.5} if slo is None else slo
+    return {
+        "schema": "servesweep.result/1",
+        "identity": {
+            "recipe": recipe,
+            "concurrency": conc,
+            "point": conc,
+            "cluster": "local",
+            "run_cluster": "local",
+            "rehearsal": False,
+            "plan_fingerprint": f"{abs(hash((recipe, conc))) % 16**16:016x}",
+            "curve_fingerprint": f"{abs(hash(recipe)) % 16**16:016x}",
+            "image": "registry/x:1" if "img" in recipe else None,
+            "engine": "dynamo.mocker",
+            "recipe_engine": "dynamo.mocker",
+            "model": "m",
+            "scenario": scenario,
+            "topology": {"kind": "aggregated", "gpus": gpus, "nodes": 1, "processes": 3, "replicas": 2},
+            "job_id": "local-1",
+            "hosts": ["localhost"],
+            "start_time": "2026-12-01T00:00:00+00:00",
+            "end_time": "2026-12-01T00:01:00+00:00",
+            "tools": {"aiperf": "0.13.0", "engine": "ai-dynamo 1.6.1", "servesweep": None},
+        },
+        "figures": figs,
+        "unmeasured": {},
+        "slo": slo_verdicts(slo, figs),
+        "counting": {},
+        "timings_s": {"bench": 60.0},
+        "artifacts": "logs/x",
+    }
+
+
+@pytest.fixture
+def fixture_run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    docs = {
+        ("fast", 4): result_doc("fast", 4, 0.2, 17078.4),
+        ("fast", 16): result_doc("fast", 16, 0.62, 30000.0),  # misses its SLO
+        ("dense-img", 4): result_doc("dense-img", 4, 0.3, 9000.0, gpus=1),  # 9000/GPU beats fast's 8539
+        ("dense-img", 16): result_doc("dense-img", 16, 0.45, 20000.0, gpus=1),
+        ("other", 8): result_doc("other", 8, 0.1, 100.0, scenario="batch", slo={}),
+    }
+    paths = []
+    for (r, c), doc in docs.items():
+        assert validate_result(doc) == []
+        p = Path("results") / r / f"c{c}.json"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps(doc))
+        paths.append(p)
+    points = [
+        {
+            "recipe": r,
+            "concurrency": c,
+            "result": f"results/{r}/c{c}.json",
+            "scenario": d["identity"]["scenario"],
+            "slo": {"ttft_p95_s": 0.5},
+            "log_dir": f"logs/{r}/c{c}",
+        }
+        for (r, c), d in docs.items()
+    ]
+    points.append(
+        {
+            "recipe": "fast",
+            "concurrency": 64,
+            "result": "results/fast/c64.json",
+            "scenario": "chat",
+            "slo": {},
+            "log_dir": "logs/fast/c64",
+        }
+    )
+    points.append(
+        {
+            "recipe": "fast",
+            "concurrency": 128,
+            "result": "results/fast/c128.json",
+            "scenario": "chat",
+            "slo": {},
+            "log_dir": "logs/fast/c128",
+        }
+    )
+    Path("logs/fast/c64").mkdir(parents=True)
+    Path("logs/fast/c64/failure.json").write_text(
+        json.dumps({"time": "2026-12-01T01:00:00", "reason": "process agg-1 exited with code 3 during startup\n..."})
+    )
+    sel = Path(".plans/selection-local.json")
+    sel.parent.mkdir()
+    sel.write_text(json.dumps({"cluster": "local", "points": points}))
+    return tmp_path, paths, sel
+
+
+def test_tables_verdicts_best_and_missing(fixture_run):
+    root, paths, sel = fixture_run
+    build_summary(paths, sel, Path("results/summary.md"))
+    md = Path("results/summary.md").read_text()
+    assert "5 of 7 selected points have a result." in md
+    assert "## Scenario `chat`" in md and "## Scenario `batch`" in md
+    # figures formatted as people write them, rows linked to their JSON
+    assert "[fast](fast/c4.json)" in md
+    assert "0.07 / 0.13 / 0.20 / 0.32" in md
+    assert "17 078" in md and "68 000 / 0" not in md and "4 000 / 0" in md
+    assert "2 400 / 1 600 (max/min 1.50)" in md
+    # SLO verdicts: a miss names the figure
+    row16 = next(ln for ln in md.splitlines() if "[fast](fast/c16.json)" in ln)
+    assert "✗ ttft_p95_s 0.62 > 0.5" in row16
+    row4 = next(ln for ln in md.splitlines() if "[fast](fast/c4.json)" in ln)
+    assert row4.rstrip(" |").endswith("✓")
+    # best per concurrency among SLO-meeting points: c16 goes to dense-img since fast missed
+    best = md.split("## Best setup per concurrency")[1].split("##")[0]
+    assert "| chat       | 4      | dense-img" in best
+    assert "| chat       | 16     | dense-img" in best
+    assert "| batch      | 8      | other" in best
+    # missing points are listed, with the failure reason when there is one
+    miss = md.split("## Missing points")[1].split("##")[0]
+    assert "| fast     | 64     | last run failed 2026-12-01T01:00:00: process agg-1 exited with code 3" in miss
+    assert "| fast     | 128    | not run yet" in miss
+    prov = md.split("## Provenance")[1]
+    assert "registry/x:1" in prov and "(local venv)" in prov
+
+
+def test_csv_has_one_row_per_point_with_every_figure(fixture_run):
+    _, paths, sel = fixture_run
+    build_summary(paths, sel, Path("results/summary.md"))
+    df = pd.read_csv("results/summary.csv")
+    assert len(df) == 5
+    for col in ("req_s", "ttft_p99_s", "itl_p99_ms", "tps_per_gpu", "cache_read_share", "slo_met", "result"):
+        assert col in df.columns
+
+
+def test_baseline_deltas_marked_by_direction(fixture_run, tmp_path):
+    _, paths, sel = fixture_run
+    base = tmp_path / "baseline"
+    (base / "fast").mkdir(parents=True)
+    (base / "fast" / "c4.json").write_text(json.dumps(result_doc("fast", 4, 0.25, 15000.0)))
+    build_summary(paths, sel, Path("results/summary.md"), baseline=base)
+    md = Path("results/summary.md").read_text()
+    table = md.split("## Against baseline")[1].split("##")[0]
+    row = next(ln for ln in table.splitlines() if ln.startswith("| fast"))
+    assert "-20.0% ▲ better" in row  # TTFT p95 0.25 -> 0.20: lower is better
+    assert "+13.9% ▲ better" in row  # output tok/s 15000 -> 17078
+    (base / "fast" / "c4.json").write_text(json.dumps(result_doc("fast", 4, 0.1, 20000.0)))
+    build_summary(paths, sel, Path("results/summary.md"), baseline=base)
+    table = Path("results/summary.md").read_text().split("## Against baseline")[1]
+    row = next(ln for ln in table.splitlines() if ln.startswith("| fast"))
+    assert "+100.0% ▼ worse" in row and "-14.6% ▼ worse" in row
+
+
+def test_plots_exist_and_are_real_images(fixture_run):
+    _, paths, sel = fixture_run
+    build_summary(paths, sel, Path("results/summary.md"))
+    md = Path("results/summary.md").read_text()
+    for name in ("chat-throughput-vs-interactivity.png", "chat-ttft-p95.png", "batch-ttft-p95.png"):
+        p = Path("results/plots") / name
+        assert f"(plots/{name})" in md
+        assert p.stat().st_size > 10_000
+        img = mpimg.imread(p)
+        assert img.shape[0] > 300 and img.shape[1] > 500 and img.std() > 0.05
+
+
+def test_number_format():
+    assert num(17078.4) == "17 078" and num(0.514, 2) == "0.51" and num(None) == "–"
