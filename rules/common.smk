@@ -7,7 +7,9 @@ from servesweep import workflow as sw
 
 CLUSTER = config.get("cluster", "local")
 ONLY = [r for r in str(config.get("recipes", "")).split(",") if r]
-SELECTION = sw.load_or_exit(workflow.basedir, CLUSTER, ONLY)
+# Rehearsal plans are rendered only when a rehearsal target is asked for.
+REHEARSAL = any("rehearse" in a or "rehearsal/" in a for a in sys.argv)
+SELECTION = sw.load_or_exit(workflow.basedir, CLUSTER, ONLY, REHEARSAL)
 envvars:
     "PATH",
 

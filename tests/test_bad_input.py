@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from bad_inputs import CASES, write_cases
-from conftest import copy_workflow, snakemake
 from servesweep.cluster import all_clusters
 from servesweep.errors import InputError
 from servesweep.recipe import load_recipe, load_recipes
+
+from bad_inputs import CASES, write_cases
+from conftest import copy_workflow, snakemake
 
 REPORT = {}
 

@@ -7,9 +7,10 @@ import time
 
 import psutil
 import pytest
-from conftest import LOCAL_RECIPES, copy_workflow, snakemake
 
 from servesweep.result import validate_result
+
+from conftest import LOCAL_RECIPES, copy_workflow, snakemake
 
 pytestmark = pytest.mark.integration
 

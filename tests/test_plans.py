@@ -7,10 +7,11 @@ from collections import Counter
 
 import pytest
 
-from conftest import ROOT, servesweep
 from servesweep.cluster import all_clusters
 from servesweep.plan import canonical, render
 from servesweep.recipe import load_recipe
+
+from conftest import ROOT, servesweep
 
 CLUSTERS = all_clusters(ROOT / "profiles")
 

@@ -98,6 +98,7 @@ OWNED_ENV = frozenset(
         "DYN_TCP_RPC_HOST",
         "DYN_TCP_RESPONSE_STREAM_HOST",
         "DYN_EVENT_PLANE_HOST",
+        "DYN_HTTP_RPC_HOST",
         "VLLM_NIXL_SIDE_CHANNEL_PORT",
         "VLLM_NIXL_SIDE_CHANNEL_HOST",
         "VLLM_DP_RANK",
@@ -168,6 +169,7 @@ def _dynamo_env(slot_gpus: tuple[int, ...] | None) -> dict:
         "DYN_TCP_RESPONSE_STREAM_HOST": "{addr:self}",
         "DYN_EVENT_PLANE_HOST": "{addr:self}",
         "DYN_SYSTEM_HOST": "{addr:self}",
+        "DYN_HTTP_RPC_HOST": "{addr:self}",  # the address a prefill worker advertises for bootstrap
         "XDG_CACHE_HOME": "{run_dir}/cache",
     }
     if slot_gpus is not None:

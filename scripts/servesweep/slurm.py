@@ -43,7 +43,8 @@ def current_allocation() -> Allocation:
     job_id = os.environ.get("SLURM_JOB_ID")
     if not job_id:
         raise AllocationError("this plan runs on Slurm, but the driver is not inside an allocation (no SLURM_JOB_ID)")
-    nodelist = os.environ.get("SLURM_JOB_NODELIST") or _run(["squeue", "-h", "-j", job_id, "-o", "%N"]).strip()
+    # Ask the controller: inside a job step SLURM_JOB_NODELIST may be the step's nodes only.
+    nodelist = _run(["squeue", "-h", "-j", job_id, "-o", "%N"]).strip()
     names = _run(["scontrol", "show", "hostnames", nodelist]).split()
     if not names:
         raise AllocationError(f"job {job_id} has no nodes")

@@ -19,8 +19,30 @@ from pathlib import Path
 import psutil
 
 REF = re.compile(r"\{(addr|port):([A-Za-z0-9_.-]+)\}|\{(job_id|run_dir|servesweep_python)\}")
-# argv[0] of srun steps: print where the step landed, then exec the argv unchanged.
-NODE_BANNER = ["/bin/sh", "-c", 'echo "servesweep: node=${SLURMD_NODENAME:-$(hostname)}"; exec "$@"', "sh"]
+# Runs first in every srun step (a constant script; the process argv follows
+# unchanged as "$@"). Slurm sets the step's CUDA_VISIBLE_DEVICES to the job's
+# GPUs on that node; the plan's slice (SERVESWEEP_GPUS) indexes into that list.
+STEP_SCRIPT = r"""
+echo "servesweep: node=${SLURMD_NODENAME:-$(hostname)}"
+if [ -n "${SERVESWEEP_GPUS:-}" ]; then
+  out=
+  if [ "$SERVESWEEP_GPUS" != none ]; then
+    if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then
+      i=0
+      for g in $(echo "$CUDA_VISIBLE_DEVICES" | tr , ' '); do
+        case ",$SERVESWEEP_GPUS," in *",$i,"*) out="$out${out:+,}$g" ;; esac
+        i=$((i+1))
+      done
+    else
+      out=$SERVESWEEP_GPUS
+    fi
+  fi
+  export CUDA_VISIBLE_DEVICES="$out"
+  echo "servesweep: CUDA_VISIBLE_DEVICES=$out"
+fi
+exec "$@"
+"""
+STEP_WRAPPER = ["/bin/sh", "-c", STEP_SCRIPT, "sh"]
 
 
 class MissingSecret(Exception):
@@ -122,7 +144,12 @@ class LocalSpawner:
     def start(self, proc: dict, argv: list[str], env: dict, log_path: Path, cwd: Path) -> Handle:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(log_path, "ab", buffering=0)
-        log.write(f"servesweep: node=local process={proc['name']}\n".encode())
+        banner = f"servesweep: process={proc['name']}\n"
+        if self.kind == "local":  # srun steps print their own (STEP_SCRIPT)
+            banner += "servesweep: node=local\n"
+            if "CUDA_VISIBLE_DEVICES" in env:
+                banner += f"servesweep: CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']}\n"
+        log.write(banner.encode())
         try:
             p = subprocess.Popen(
                 argv,
@@ -155,7 +182,12 @@ class SrunSpawner(LocalSpawner):
             cmd += ["--no-container-mount-home"]
             if self.container.get("mounts"):
                 cmd.append(f"--container-mounts={','.join(self.container['mounts'])}")
-        return cmd + NODE_BANNER + argv
+        return cmd + STEP_WRAPPER + argv
+
+    def start(self, proc: dict, argv: list[str], env: dict, log_path: Path, cwd: Path) -> Handle:
+        env = dict(env)
+        env["SERVESWEEP_GPUS"] = env.pop("CUDA_VISIBLE_DEVICES", "") or "none"  # srun drops empty values
+        return super().start(proc, argv, env, log_path, cwd)
 
 
 def _tree(pid: int) -> list[psutil.Process]:

@@ -51,13 +51,26 @@ class Selection:
         self.selected = [r for r in recipes if cluster in r.clusters and (not only or r.name in only)]
         self.points = [Point(r.name, c) for r in self.selected for c in r.concurrency]
 
+    @staticmethod
+    def plan_file(recipe: str, conc: int, rehearsal: bool = False) -> str:
+        return f"{PLANS}/{'rehearsal/' if rehearsal else ''}{recipe}/c{conc}.json"
+
+    def write_plans(self, rehearsal: bool = False) -> None:
+        """Render every selected point and write the plans that changed.
+
+        Done before the DAG is built (not lazily in input functions), so
+        Snakemake's file inventory never sees a plan appear mid-build.
+        """
+        for p in self.points:
+            path = self.root / self.plan_file(p.recipe, p.conc, rehearsal)
+            write_if_changed(path, canonical(self.plan(p.recipe, p.conc, rehearsal)))
+
     def plan_path(self, recipe: str, conc: int, rehearsal: bool = False) -> str:
-        """Render the point's plan, write it if it changed, return its path."""
+        """The point's plan file (rendered and written if not done yet)."""
         r = self.recipes.get(recipe)
         if r is None or (conc not in r.concurrency):
             raise InputError([Problem(f"results/{recipe}/c{conc}.json", "target", "no such point in any recipe")])
-        sub = "rehearsal/" if rehearsal else ""
-        path = f"{PLANS}/{sub}{recipe}/c{conc}.json"
+        path = self.plan_file(recipe, conc, rehearsal)
         write_if_changed(self.root / path, canonical(self.plan(recipe, conc, rehearsal)))
         return path
 
@@ -100,10 +113,14 @@ class Selection:
         return path
 
 
-def load_or_exit(root: Path, cluster: str, only: list[str] | None = None) -> Selection:
-    """For the Snakefile: a clean report and exit status 2 instead of a traceback."""
+def load_or_exit(root: Path, cluster: str, only: list[str] | None = None, rehearsal: bool = False) -> Selection:
+    """For the Snakefile: validate, write the plans; a clean report and exit 2 instead of a traceback."""
     try:
-        return Selection(root, cluster, only)
+        sel = Selection(root, cluster, only)
+        sel.write_plans()
+        if rehearsal:
+            sel.write_plans(rehearsal=True)
+        return sel
     except InputError as e:
         print(e.report(), file=sys.stderr)
         raise SystemExit(2) from None

@@ -1,0 +1,234 @@
+"""A real Slurm cluster on this machine: Debian's slurmctld + one slurmd per fake node.
+
+Each node lives in its own network namespace on a private bridge (its own
+address and port space), with 8 fake GPUs (GRES files pointing at /dev/null).
+Usable as a context manager, or from the shell: ``python tests/slurm/cluster.py up|down``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BRIDGE = "ssbr0"
+NET = "10.99.0"
+STATE = Path(os.environ.get("SERVESWEEP_SLURM_DIR", "/tmp/servesweep-slurm"))
+ETC = Path("/etc/slurm")
+GPUS = 8
+
+
+def sh(*argv: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, check=check, capture_output=True, text=True, **kw)
+
+
+class SlurmCluster:
+    def __init__(self, nodes: int = 3, state: Path = STATE):
+        self.n = nodes
+        self.d = state
+        self.names = [f"n{i + 1}" for i in range(nodes)]
+        self.host = socket.gethostname().split(".")[0]
+        self.started_munge = False
+
+    # -- config -------------------------------------------------------------
+    def write_config(self) -> None:
+        d = self.d
+        for sub in ("state", "run", "log", "gpus", *(f"spool/{n}" for n in self.names)):
+            (d / sub).mkdir(parents=True, exist_ok=True)
+        for g in range(GPUS):
+            link = d / "gpus" / f"gpu{g}"
+            if not link.exists():
+                link.symlink_to("/dev/null")
+        nodes = "\n".join(
+            f"NodeName={n} NodeHostname={n} NodeAddr={NET}.{11 + i} CPUs=2 RealMemory=4000 Gres=gpu:{GPUS} State=UNKNOWN"
+            for i, n in enumerate(self.names)
+        )
+        (d / "slurm.conf").write_text(
+            f"""ClusterName=servesweep-test
+SlurmctldHost={self.host}({NET}.1)
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+GresTypes=gpu
+MinJobAge=300
+ReturnToService=2
+MessageTimeout=3
+KillWait=5
+InactiveLimit=0
+OverTimeLimit=0
+StateSaveLocation={d}/state
+SlurmctldPidFile={d}/run/slurmctld.pid
+SlurmctldLogFile={d}/log/slurmctld.log
+SlurmdSpoolDir={d}/spool/%n
+SlurmdPidFile={d}/run/slurmd-%n.pid
+SlurmdLogFile={d}/log/slurmd-%n.log
+{nodes}
+PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+"""
+        )
+        (d / "gres.conf").write_text(
+            "AutoDetect=off\n" + "".join(f"NodeName={n} Name=gpu File={d}/gpus/gpu[0-{GPUS - 1}]\n" for n in self.names)
+        )
+        ETC.mkdir(parents=True, exist_ok=True)
+        for f in ("slurm.conf", "gres.conf"):
+            target = ETC / f
+            if target.exists() and not target.is_symlink():
+                target.rename(ETC / f"{f}.servesweep-backup")
+            if target.is_symlink():
+                target.unlink()
+            target.symlink_to(d / f)
+
+    # -- network ------------------------------------------------------------
+    def net_up(self) -> None:
+        sh("ip", "link", "add", BRIDGE, "type", "bridge")
+        sh("ip", "addr", "add", f"{NET}.1/24", "dev", BRIDGE)
+        sh("ip", "link", "set", BRIDGE, "up")
+        for i, n in enumerate(self.names):
+            ns, veth = f"ss{n}", f"ssv{n}"
+            sh("ip", "netns", "add", ns)
+            sh("ip", "link", "add", veth, "type", "veth", "peer", "name", f"{veth}p")
+            sh("ip", "link", "set", f"{veth}p", "netns", ns)
+            sh("ip", "link", "set", veth, "master", BRIDGE, "up")
+            sh("ip", "-n", ns, "addr", "add", f"{NET}.{11 + i}/24", "dev", f"{veth}p")
+            sh("ip", "-n", ns, "link", "set", f"{veth}p", "up")
+            sh("ip", "-n", ns, "link", "set", "lo", "up")
+
+    def net_down(self) -> None:
+        for n in self.names:
+            sh("ip", "netns", "del", f"ss{n}", check=False)
+            sh("ip", "link", "del", f"ssv{n}", check=False)
+        sh("ip", "link", "del", BRIDGE, check=False)
+
+    # -- daemons ------------------------------------------------------------
+    @staticmethod
+    def munge_works() -> bool:
+        cred = sh("munge", "-n", check=False)
+        return cred.returncode == 0 and sh("unmunge", input=cred.stdout, check=False).returncode == 0
+
+    def munge_up(self) -> None:
+        if self.munge_works():
+            return
+        sh("pkill", "-x", "munged", check=False)
+        _wait_gone("munged")
+        key = Path("/etc/munge/munge.key")
+        if not key.exists():
+            sh("mungekey", "--create", "--force", f"--keyfile={key}")
+            shutil.chown(key, "munge", "munge")
+            key.chmod(0o400)
+        Path("/run/munge").mkdir(parents=True, exist_ok=True)
+        shutil.chown("/run/munge", "munge", "munge")
+        sh("runuser", "-u", "munge", "--", "/usr/sbin/munged")
+        self.started_munge = True
+        deadline = time.monotonic() + 10
+        while not self.munge_works():
+            if time.monotonic() > deadline:
+                raise RuntimeError("munged does not answer")
+            time.sleep(0.1)
+
+    def up(self, timeout: float = 30) -> SlurmCluster:
+        self.down(quiet=True)
+        self.write_config()
+        self.net_up()
+        self.munge_up()
+        sh("/usr/sbin/slurmctld")
+        for n in self.names:
+            sh("nsenter", f"--net=/run/netns/ss{n}", "/usr/sbin/slurmd", "-N", n)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            out = sh("sinfo", "-h", "-N", "-o", "%N %t", check=False).stdout.split()
+            states = dict(zip(out[::2], out[1::2], strict=False))
+            if len(states) == self.n and all(s == "idle" for s in states.values()):
+                return self
+            time.sleep(0.3)
+        raise RuntimeError(f"slurm nodes not idle after {timeout}s: {states}; see {self.d}/log")
+
+    def _pids(self) -> list[int]:
+        pids = []
+        for f in (self.d / "run").glob("*.pid"):
+            try:
+                pids.append(int(f.read_text().split()[0]))
+            except (ValueError, OSError, IndexError):
+                pass
+        return pids
+
+    def down(self, quiet: bool = False) -> None:
+        if shutil.which("scancel") and (ETC / "slurm.conf").exists():
+            sh("scancel", "--full", "-u", "root", check=False, timeout=15)
+        pids = self._pids()  # read first: slurmctld removes its pid file before exiting
+        for name in ("slurmctld", "slurmd", "slurmstepd"):
+            sh("pkill", "-x", name, check=False)
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(_alive(p) for p in pids):
+            time.sleep(0.1)
+        for pid in pids:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        sh("pkill", "-9", "-x", "slurmstepd", check=False)
+        if self.started_munge:
+            sh("pkill", "-x", "munged", check=False)
+            _wait_gone("munged")
+        self.net_down()
+        for f in ("slurm.conf", "gres.conf"):
+            t = ETC / f
+            if t.is_symlink():
+                t.unlink()
+            backup = ETC / f"{f}.servesweep-backup"
+            if backup.exists():
+                backup.rename(t)
+        shutil.rmtree(self.d / "state", ignore_errors=True)
+
+    def __enter__(self):
+        return self.up()
+
+    def __exit__(self, *exc):
+        self.down()
+
+
+def _wait_gone(name: str, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while sh("pgrep", "-x", name, check=False).returncode == 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def available() -> str | None:
+    """Why a real Slurm cannot be brought up here, or None if it can."""
+    if os.geteuid() != 0:
+        return "needs root"
+    for tool in ("slurmctld", "slurmd", "sinfo", "munged", "ip", "nsenter"):
+        if not shutil.which(tool) and not Path(f"/usr/sbin/{tool}").exists():
+            return f"{tool} is not installed (apt-get install slurmctld slurmd slurm-client munge)"
+    return None
+
+
+if __name__ == "__main__":
+    c = SlurmCluster()
+    if sys.argv[1:] == ["up"]:
+        c.up()
+        print(sh("sinfo", "-N").stdout)
+    else:
+        c.started_munge = True
+        c.down()
