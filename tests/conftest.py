@@ -51,3 +51,40 @@ def servesweep(*args: str, cwd: Path = ROOT, timeout: float = 120) -> subprocess
 @pytest.fixture
 def wf(tmp_path):
     return copy_workflow(tmp_path / "wf", LOCAL_RECIPES)
+
+
+# -- the reliability report: tests record (category, case, passed); printed at the end --
+RELIABILITY: dict[str, list[tuple[str, bool]]] = {}
+
+
+@pytest.fixture
+def reliability(request):
+    """record(category, case) marks a case tried; it passes if the test passes."""
+    entries = []
+
+    def record(category: str, case: str):
+        entries.append((category, case))
+
+    yield record
+    rep = getattr(request.node, "rep_call", None)
+    ok = bool(rep and rep.passed)
+    for category, case in entries:
+        RELIABILITY.setdefault(category, []).append((case, ok))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.when == "call":
+        item.rep_call = rep
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not RELIABILITY:
+        return
+    tr = terminalreporter
+    tr.section("reliability")
+    tr.write_line(f"{'category':<28} {'tried':>5} {'passed':>6}")
+    for category, cases in sorted(RELIABILITY.items()):
+        tr.write_line(f"{category:<28} {len(cases):>5} {sum(ok for _, ok in cases):>6}")

@@ -4,7 +4,6 @@ with no traceback, and nothing is rendered, submitted or written."""
 from __future__ import annotations
 
 import concurrent.futures as cf
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,9 +13,7 @@ from servesweep.errors import InputError
 from servesweep.recipe import load_recipe, load_recipes
 
 from bad_inputs import CASES, write_cases
-from conftest import copy_workflow, snakemake
-
-REPORT = {}
+from conftest import RELIABILITY, copy_workflow, snakemake
 
 
 def _lines_for(text: str, label: str) -> list[str]:
@@ -48,7 +45,6 @@ def test_each_case_is_reported_by_the_validator(corpus):
         lines = [str(p) for p in problems]
         if not lines or not _matches(case, [ln for ln in lines if ln.startswith(label)]):
             failed.append(f"{case.id}: expected {case.field!r} / {case.reason!r}, got {lines}")
-    REPORT["validator"] = (len(cases), len(cases) - len(failed))
     assert not failed, "\n".join(failed)
 
 
@@ -88,7 +84,7 @@ def test_each_case_fails_its_own_dry_run(tmp_path):
     with cf.ThreadPoolExecutor(max_workers=2) as pool:
         outcomes = list(pool.map(lambda c: _dry_run_one(c, tmp_path), CASES))
     bad = [f"{cid}:\n{err}" for cid, ok, err in outcomes if not ok]
-    REPORT["dry run"] = (len(outcomes), len(outcomes) - len(bad))
+    RELIABILITY["bad input (dry run)"] = [(cid, ok) for cid, ok, _ in outcomes]
     print(f"\nbad-input corpus: {len(outcomes)} cases, {len(outcomes) - len(bad)} rejected as expected")
     assert not bad, "\n".join(bad)
 
@@ -117,11 +113,3 @@ def test_load_recipe_raises_input_error_not_traceback(tmp_path):
     with pytest.raises(InputError) as e:
         load_recipe(p)
     assert "required key is missing" in e.value.report()
-
-
-def pytest_terminal_summary():  # pragma: no cover - printed by conftest hook below
-    pass
-
-
-if __name__ == "__main__":
-    sys.exit(pytest.main([__file__]))

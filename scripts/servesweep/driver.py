@@ -77,9 +77,17 @@ def _engine_version(plan: dict, spawner_kind: str) -> str | None:
         return None
 
 
+def _inside_workdir(path: Path, what: str) -> Path:
+    path = Path(path).resolve()
+    if not path.is_relative_to(Path.cwd().resolve()):
+        raise SystemExit(f"servesweep: {what} {path} is outside the workflow directory {Path.cwd()}; refusing")
+    return path
+
+
 def run_point(plan_path: Path, result_path: Path, log_dir: Path | None = None) -> int:
     plan = json.loads(Path(plan_path).read_text())
-    run_dir = (log_dir or default_log_dir(plan)).resolve()
+    result_path = _inside_workdir(result_path, "result path")
+    run_dir = _inside_workdir(log_dir or default_log_dir(plan), "log dir")
     if run_dir.exists():
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True)

@@ -128,7 +128,7 @@ def wait_ready(plan: dict, ctx: Context, handles: list[Handle], timeout_s: float
         if now > deadline:
             raise PointFailed(f"stack not ready after {timeout_s:.0f} s; still {msg}")
         time.sleep(delay)
-        delay = min(delay * 1.5, 0.5)
+        delay = min(delay * 1.5, 0.1)  # detection lag stays under 0.1 s + one probe
 
 
 def smoke(client: str, model: str, endpoint: str) -> int:

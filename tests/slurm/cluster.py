@@ -45,7 +45,8 @@ class SlurmCluster:
             if not link.exists():
                 link.symlink_to("/dev/null")
         nodes = "\n".join(
-            f"NodeName={n} NodeHostname={n} NodeAddr={NET}.{11 + i} CPUs=2 RealMemory=4000 Gres=gpu:{GPUS} State=UNKNOWN"
+            f"NodeName={n} NodeHostname={n} NodeAddr={NET}.{11 + i} CPUs=2 RealMemory=4000 "
+            f"Gres=gpu:{GPUS} State=UNKNOWN"
             for i, n in enumerate(self.names)
         )
         (d / "slurm.conf").write_text(

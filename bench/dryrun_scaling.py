@@ -1,0 +1,108 @@
+"""Dry-run scaling: `snakemake -n results/summary.md` on generated sweeps vs a bare Snakefile
+with the same targets and rule shape (rules that only touch). Also: validation + rendering
+time in-process, and peak RSS of both dry runs."""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+from common import BIN, ROOT, header, timed_child
+
+from conftest import copy_workflow
+
+CONCS = [1, 2, 4, 8, 16, 32, 64, 128]
+BARE = """import glob, os
+PLANS = sorted(glob.glob(".bare-plans/*/c*.json"))
+POINTS = [(os.path.basename(os.path.dirname(p)), os.path.basename(p)[1:-5]) for p in PLANS]
+
+rule summary:
+    input: [f"results/{r}/c{c}.json" for r, c in POINTS]
+    output: "results/summary.md"
+    shell: "touch {output}"
+
+rule point:
+    input: ".bare-plans/{recipe}/c{conc}.json"
+    output: "results/{recipe}/c{conc}.json"
+    shell: "touch {output}"
+"""
+
+
+def make_sweep(root: Path, n: int) -> Path:
+    wf = copy_workflow(root / f"wf{n}", recipes=[])
+    agg = yaml.safe_load((ROOT / "recipes/local-agg-2x-mocker.yaml").read_text())
+    dis = yaml.safe_load((ROOT / "recipes/local-disagg-1p1d-mocker.yaml").read_text())
+    for i in range(n):
+        doc = dict(agg if i % 2 == 0 else dis)
+        doc = yaml.safe_load(yaml.safe_dump(doc))
+        doc["name"] = f"gen-{i:04d}"
+        doc["concurrency"] = CONCS
+        doc["engine"]["args"] = doc["engine"]["args"] + ["--max-num-seqs", str(64 + i)]
+        (wf / "recipes" / f"gen-{i:04d}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    bare = root / f"bare{n}"
+    for i in range(n):
+        d = bare / ".bare-plans" / f"gen-{i:04d}"
+        d.mkdir(parents=True)
+        for c in CONCS:
+            (d / f"c{c}.json").write_text("{}\n")
+    (bare / "Snakefile").write_text(BARE)
+    return wf, bare
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--sizes", default="10,100,400")
+    ap.add_argument("--reps", type=int, default=3)
+    a = ap.parse_args()
+    header("dry-run scaling", f"{BIN}/python bench/dryrun_scaling.py --sizes {a.sizes} --reps {a.reps}")
+    sm = [str(BIN / "snakemake"), "-n", "--cores", "1", "-q", "results/summary.md"]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in [int(x) for x in a.sizes.split(",")]:
+            wf, bare = make_sweep(Path(tmp), n)
+            ours, theirs, rss_ours, rss_bare = [], [], [], []
+            for _ in range(a.reps):  # alternate, so drift hits both
+                w, m, _ = timed_child(sm + ["--config", "cluster=local"], wf)
+                ours.append(w), rss_ours.append(m)
+                w, m, _ = timed_child(sm, bare)
+                theirs.append(w), rss_bare.append(m)
+            # validation + rendering alone, in-process
+            import sys
+
+            sys.path.insert(0, str(wf / "scripts"))
+            from servesweep.workflow import Selection
+
+            t = time.perf_counter()
+            sel = Selection(wf, "local")
+            sel._plans.clear()
+            for p in sel.points:
+                sel.plan(p.recipe, p.conc)
+            render_s = time.perf_counter() - t
+            rows.append(
+                (
+                    n,
+                    n * len(CONCS),
+                    statistics.median(ours),
+                    statistics.median(theirs),
+                    statistics.median(rss_ours),
+                    statistics.median(rss_bare),
+                    render_s,
+                )
+            )
+    print(
+        f"{'recipes':>7} {'points':>6} {'servesweep s':>12} {'bare s':>7} {'ratio':>6} {'RSS MiB':>8} "
+        f"{'bare MiB':>8} {'RSS ratio':>9} {'validate+render s':>17}"
+    )
+    for n, pts, o, b, ro, rb, rs in rows:
+        print(f"{n:>7} {pts:>6} {o:>12.2f} {b:>7.2f} {o / b:>6.2f} {ro:>8.0f} {rb:>8.0f} {ro / rb:>9.2f} {rs:>17.2f}")
+    (_, p0, o0, b0, *_), (_, p1, o1, b1, *_) = rows[0], rows[-1]
+    ours, bare = 1000 * (o1 - o0) / (p1 - p0), 1000 * (b1 - b0) / (p1 - p0)
+    print(f"\nslope: servesweep {ours:.2f} ms/point, bare {bare:.2f} ms/point")
+
+
+if __name__ == "__main__":
+    main()
