@@ -15,7 +15,7 @@ from pathlib import Path
 
 from . import bench, metrics, ports, result, slurm
 from .ready import PointFailed, check_alive, exited_message, wait_ready
-from .spawn import Context, Handle, LocalSpawner, MissingSecret, SrunSpawner, stop_all
+from .spawn import Context, Handle, LocalSpawner, MissingSecret, SrunSpawner, die_with_parent, stop_all
 
 
 class Interrupted(BaseException):
@@ -92,6 +92,7 @@ def run_point(plan_path: Path, result_path: Path, log_dir: Path | None = None) -
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True)
     say = Say(f"{plan['recipe']} c{plan['concurrency']}", run_dir / "driver.log")
+    die_with_parent(signal.SIGTERM)  # if the job shell dies, tear down rather than run on as an orphan
     old = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     handles: list[Handle] = []
     cleanup: list = []

@@ -7,6 +7,7 @@ shell string.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import signal
@@ -47,6 +48,17 @@ STEP_WRAPPER = ["/bin/sh", "-c", STEP_SCRIPT, "sh"]
 
 class MissingSecret(Exception):
     pass
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(sig: int = signal.SIGKILL) -> None:
+    """Linux: deliver `sig` to this process when its parent dies (no orphans if the driver is killed)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, sig)
+    except (OSError, AttributeError):
+        pass
 
 
 @dataclass
@@ -159,6 +171,7 @@ class LocalSpawner:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=die_with_parent,
             )
         finally:
             log.close()
