@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 
 from common import BIN, header
-
 from conftest import LOCAL_RECIPES, copy_workflow
 
 

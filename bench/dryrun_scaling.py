@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 import yaml
-from common import BIN, ROOT, header, timed_child
 
+from common import BIN, ROOT, header, timed_child
 from conftest import copy_workflow
 
 CONCS = [1, 2, 4, 8, 16, 32, 64, 128]
@@ -59,7 +59,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     a = ap.parse_args()
     header("dry-run scaling", f"{BIN}/python bench/dryrun_scaling.py --sizes {a.sizes} --reps {a.reps}")
-    sm = [str(BIN / "snakemake"), "-n", "--cores", "1", "-q", "results/summary.md"]
+    sm = [str(BIN / "snakemake"), "results/summary.md", "-n", "--cores", "1"]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for n in [int(x) for x in a.sizes.split(",")]:

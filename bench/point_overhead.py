@@ -15,8 +15,8 @@ from pathlib import Path
 
 import psutil
 import yaml
-from common import BIN, header, stats
 
+from common import BIN, header, stats
 from conftest import copy_workflow
 
 

@@ -10,9 +10,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import BIN, header
-
 from servesweep.summary import build_summary
+
+from common import BIN, header
 from test_summary import result_doc
 
 

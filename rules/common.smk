@@ -63,4 +63,9 @@ def plan_resources(rehearsal=False):
 
 
 def selected_results(wildcards=None):
-    return [p.result for p in SELECTION.points]
+    """Every selected point; with --config partial=1 only those that have a result
+    (the summary then lists the others as missing, with the last failure's reason)."""
+    results = [p.result for p in SELECTION.points]
+    if str(config.get("partial", "")).lower() in ("1", "true", "yes"):
+        return [r for r in results if os.path.exists(os.path.join(workflow.basedir, r))]
+    return results

@@ -20,9 +20,8 @@ import psutil
 import pytest
 import yaml
 
-from test_local_sweep import stray_processes
-
 from conftest import BIN, ROOT, copy_workflow, snakemake
+from test_local_sweep import stray_processes
 
 pytestmark = pytest.mark.integration
 BASE = yaml.safe_load((ROOT / "recipes" / "local-agg-2x-mocker.yaml").read_text())
@@ -59,6 +58,11 @@ def check_clean(wf: Path, since: float, *missing: str):
     while stray_processes(since) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert stray_processes(since) == []
+
+
+def plan_text(wf: Path, name: str) -> str:
+    cmd = [sys.executable, "-m", "servesweep", "plan", f"recipes/{name}.yaml"]
+    return subprocess.run(cmd, cwd=wf, capture_output=True, text=True, check=True).stdout
 
 
 def failure_reason(wf: Path, recipe: str, conc: int) -> str:
@@ -103,15 +107,7 @@ def test_frontend_never_reaches_expected_workers(fwf, reliability):
     """The plan expects 3 backend registrations; the stack only ever has 2."""
     reliability("faults", "frontend short of workers")
     name = write_recipe(fwf, "short-workers", timeout_s=6)
-    plan = json.loads(
-        subprocess.run(
-            [sys.executable, "-m", "servesweep", "plan", f"recipes/{name}.yaml"],
-            cwd=fwf,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    )
+    plan = json.loads(plan_text(fwf, name))
     plan["expect_registrations"] = {"backend": 3}
     (fwf / "plan.json").write_text(json.dumps(plan))
     since = time.time()
@@ -145,14 +141,7 @@ def _stack(driver_pid: int, match: str) -> list[psutil.Process]:
 
 
 def _start_point(wf: Path, name: str, env=None):
-    plan = subprocess.run(
-        [sys.executable, "-m", "servesweep", "plan", f"recipes/{name}.yaml"],
-        cwd=wf,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    (wf / f"{name}.plan.json").write_text(plan)
+    (wf / f"{name}.plan.json").write_text(plan_text(wf, name))
     return subprocess.Popen(
         [str(BIN / "servesweep"), "run-point", f"{name}.plan.json", f"results/{name}/c2.json"],
         cwd=wf,
@@ -163,17 +152,28 @@ def _start_point(wf: Path, name: str, env=None):
     )
 
 
+def _kill_mid_bench(fwf: Path, name: str, pick) -> str:
+    """Start a point, kill the process `pick` chooses once the benchmark runs; return the driver's stderr."""
+    p = _start_point(fwf, name)
+    _wait_for(fwf / f"logs/{name}/c2/driver.log", "bench: aiperf")
+    time.sleep(1)
+    victims = pick(p.pid)
+    assert victims
+    victims[0].kill()
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 1
+    return err
+
+
 def test_engine_dies_mid_benchmark(fwf, reliability):
     reliability("faults", "engine dies mid-benchmark")
     name = write_recipe(fwf, "dies-mid", duration=30)
     since = time.time()
-    p = _start_point(fwf, name)
-    _wait_for(fwf / f"logs/{name}/c2/driver.log", "bench: aiperf")
-    victim = [k for k in _stack(p.pid, "dynamo.mocker") if k.environ().get("CUDA_VISIBLE_DEVICES") == "1"]
-    assert victim
-    victim[0].kill()
-    _, err = p.communicate(timeout=60)
-    assert p.returncode == 1
+
+    def second_replica(pid):
+        return [k for k in _stack(pid, "dynamo.mocker") if k.environ().get("CUDA_VISIBLE_DEVICES") == "1"]
+
+    err = _kill_mid_bench(fwf, name, second_replica)
     assert "process agg-1 exited with code -9 mid-benchmark" in err
     check_clean(fwf, since, f"results/{name}/c2.json")
 
@@ -182,14 +182,7 @@ def test_aiperf_crash(fwf, reliability):
     reliability("faults", "aiperf crashes")
     name = write_recipe(fwf, "aiperf-crash", duration=30)
     since = time.time()
-    p = _start_point(fwf, name)
-    _wait_for(fwf / f"logs/{name}/c2/driver.log", "bench: aiperf")
-    time.sleep(2)
-    aiperf = _stack(p.pid, "aiperf profile")
-    assert aiperf
-    aiperf[0].kill()
-    _, err = p.communicate(timeout=60)
-    assert p.returncode == 1
+    err = _kill_mid_bench(fwf, name, lambda pid: _stack(pid, "aiperf profile"))
     assert "aiperf exited with code -9" in err
     check_clean(fwf, since, f"results/{name}/c2.json")
 
@@ -210,15 +203,7 @@ def test_aiperf_errors_over_threshold(fwf, reliability):
 def test_port_already_bound_is_avoided_or_reported(fwf, reliability):
     reliability("faults", "port already bound")
     name = write_recipe(fwf, "port-taken")
-    plan = json.loads(
-        subprocess.run(
-            [sys.executable, "-m", "servesweep", "plan", f"recipes/{name}.yaml"],
-            cwd=fwf,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    )
+    plan = json.loads(plan_text(fwf, name))
     block, slots = plan["ports"]["block"], plan["ports"]["slots"]
     http = plan["processes"][0]["ports"]["http"]["port"]
     held = []

@@ -128,3 +128,29 @@ def test_summary_lists_every_point(sweep):
     for n in LOCAL_RECIPES:
         assert f"[{n}]({n}/c2.json)" in md and f"[{n}]({n}/c8.json)" in md
     assert "None: every selected point has a result." in md
+
+
+def test_rehearsal_of_a_production_recipe_runs_its_layout_locally(tmp_path):
+    """DSV4 GB300 1P1D (4 nodes, per_node DEP8): same processes, ports, env and readiness, mockers as engines."""
+    name = "dsv4-pro-gb300-1p1d-pdep8-ddep8-mtp"
+    wf = copy_workflow(tmp_path / "wf", [name])
+    since = time.time()
+    target = f"results/rehearsal/{name}/c384.json"
+    r = snakemake(wf, target, "--config", "cluster=gb300", timeout=600)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    doc = json.loads((wf / target).read_text())
+    assert validate_result(doc) == []
+    assert doc["identity"]["rehearsal"] and doc["identity"]["recipe_engine"] == "dynamo.vllm"
+    assert doc["identity"]["point"] == 384 and doc["identity"]["concurrency"] <= 32
+    assert set(doc["figures"]["requests_per_worker"]) == {"prefill-0-n0", "decode-0-n0"}
+    logs = wf / "logs/rehearsal" / name / "c384"
+    assert {p.stem for p in logs.glob("*.log")} >= {
+        "frontend",
+        "prefill-0-n0",
+        "prefill-0-n1",
+        "decode-0-n0",
+        "decode-0-n1",
+        "driver",
+    }
+    assert "standin: holding" in (logs / "prefill-0-n1.log").read_text()
+    assert stray_processes(since) == []

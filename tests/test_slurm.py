@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from servesweep.result import validate_result
-from slurm.cluster import SlurmCluster, available
-from test_local_sweep import stray_processes
 
 from conftest import BIN, copy_workflow
+from slurm.cluster import SlurmCluster, available
+from test_local_sweep import stray_processes
 
 pytestmark = pytest.mark.slurm
 HERE = Path(__file__).resolve().parent / "slurm"
@@ -150,27 +150,26 @@ def _no_strays(since):
     assert stray_processes(since) == []
 
 
+def _fails_cleanly(swf, target: str, status: str, proc) -> None:
+    since = time.time() - 300
+    out = _finish(proc)
+    assert proc.returncode != 0
+    assert "Error in rule point" in out and status in out
+    assert not (swf / target).exists()
+    _no_strays(since)
+
+
 def test_scancel_fails_the_point_cleanly(swf):
-    since = time.time()
     proc = _run_until_bench(swf, "results/slurm-agg-long/c2.json")
     jobs = subprocess.run(["squeue", "-h", "-t", "R", "-o", "%i"], capture_output=True, text=True).stdout.split()
     assert jobs
     subprocess.run(["scancel", *jobs], check=True)
-    out = _finish(proc)
-    assert proc.returncode != 0
-    assert "Error in rule point" in out and "CANCELLED" in out
-    assert not (swf / "results/slurm-agg-long/c2.json").exists()
-    _no_strays(since)
+    _fails_cleanly(swf, "results/slurm-agg-long/c2.json", "CANCELLED", proc)
 
 
 def test_time_limit_fails_the_point_cleanly(swf):
-    since = time.time()
     proc = _run_until_bench(swf, "results/slurm-agg-long/c3.json", "--set-resources", "point:runtime=1")
-    out = _finish(proc)
-    assert proc.returncode != 0
-    assert "Error in rule point" in out and "TIMEOUT" in out
-    assert not (swf / "results/slurm-agg-long/c3.json").exists()
-    _no_strays(since)
+    _fails_cleanly(swf, "results/slurm-agg-long/c3.json", "TIMEOUT", proc)
 
 
 def test_rerun_submits_only_the_missing_points(swf):

@@ -112,3 +112,38 @@ def test_dry_run_with_slurm_profile_needs_no_controller(tmp_path):
     assert "results/gemma4-livekit-2tp4-dyn-vllm-prod/c96.json" in r.stdout
     assert "results/gemma4-livekit-2tp4-dyn-vllm-prod/c150.json" in r.stdout
     assert "local-agg" not in r.stdout
+
+
+def test_profile_name_resolves_and_slurm_dry_run_needs_no_controller(tmp_path):
+    """`snakemake --profile slurm-hgx02 -n` exactly as written, after `make profiles`."""
+    import os
+    import subprocess
+    import time
+
+    from conftest import BIN, ROOT
+
+    home = tmp_path / "xdg"
+    subprocess.run(["make", "-s", "-C", str(ROOT), "profiles", f"PROFILE_HOME={home}/snakemake"], check=True)
+    wf = copy_workflow(tmp_path / "wf")
+    env = dict(os.environ, XDG_CONFIG_HOME=str(home), PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
+    t = time.monotonic()
+    r = subprocess.run(
+        [str(BIN / "snakemake"), "--profile", "slurm-hgx02", "-n", "results/summary.md"],
+        cwd=wf,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    print(f"\nslurm-hgx02 dry run without a controller: {time.monotonic() - t:.1f} s")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "results/gemma4-livekit-2tp4-dyn-vllm-prod/c96.json" in r.stdout
+    assert "gres=gpu:8" in r.stdout and "nodes=1" in r.stdout and "slurm_extra=--exclusive" in r.stdout
+
+
+def test_partial_summary_lists_missing_points(settled):
+    (settled / "results/local-agg-2x-mocker/c16.json").unlink()
+    r = snakemake(settled, "-n", "results/summary.md", "--config", "partial=1")
+    assert r.returncode == 0, r.stderr
+    m = re.search(r"rule summary:\n\s+input: ([^\n]+)", r.stdout + r.stderr)
+    assert m and "local-agg-2x-mocker/c16.json" not in m.group(1) and "local-agg-2x-mocker/c4.json" in m.group(1)

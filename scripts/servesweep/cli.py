@@ -33,7 +33,7 @@ def cmd_validate(a) -> int:
 
 def cmd_plan(a) -> int:
     from .cluster import all_clusters
-    from .plan import canonical, render
+    from .plan import pretty, render
     from .recipe import load_recipes
 
     clusters = all_clusters()
@@ -46,7 +46,7 @@ def cmd_plan(a) -> int:
         raise InputError([Problem(recipe.source, "clusters", f"recipe does not run on cluster {cluster_name!r}")])
     conc = a.conc if a.conc is not None else recipe.concurrency[0]
     rehearsal = clusters["local"] if a.rehearsal else None
-    sys.stdout.write(canonical(render(recipe, clusters[cluster_name], conc, rehearsal)))
+    sys.stdout.write(pretty(render(recipe, clusters[cluster_name], conc, rehearsal)))
     return 0
 
 

@@ -7,7 +7,6 @@ what the point rule depends on, so it holds only what affects that point.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import hashlib
 import json
@@ -127,9 +126,29 @@ def _runtime_minutes(doc: dict, cluster: Cluster, bench: dict) -> int:
     return math.ceil((readiness + warm + run + cluster.runtime_margin_s) / 60)
 
 
-def render(recipe: Recipe, cluster: Cluster, conc: int, rehearsal: Cluster | None = None) -> dict:
-    """Render one point. With ``rehearsal`` (a local cluster), keep the layout but run mockers."""
-    doc = _fill(copy.deepcopy(recipe.doc), cluster.placeholders)
+def render(
+    recipe: Recipe, cluster: Cluster, conc: int, rehearsal: Cluster | None = None, layout: tuple | None = None
+) -> dict:
+    """Render one point. With ``rehearsal`` (a local cluster), keep the layout but run mockers.
+
+    ``layout`` (from :func:`layout`) lets a sweep render its concurrency-independent part once per recipe.
+    """
+    base, doc = layout or globals()["layout"](recipe, cluster, rehearsal)
+    run_cluster = rehearsal or cluster
+    bench = _benchmark(doc, conc, cluster, rehearsal)
+    plan = dict(base)
+    plan["concurrency"] = bench["concurrency"]
+    plan["point"] = conc  # the target's concurrency (rehearsal may cap the one it runs)
+    plan["benchmark"] = bench
+    plan["resources"] = dict(base["resources"], runtime_min=_runtime_minutes(doc, run_cluster, bench))
+    plan["fingerprints"] = fingerprints(plan, curve_cache=base.get("_curve_cache"))
+    plan.pop("_curve_cache", None)
+    return plan
+
+
+def layout(recipe: Recipe, cluster: Cluster, rehearsal: Cluster | None = None) -> tuple[dict, dict]:
+    """The concurrency-independent part of a plan, and the placeholder-filled recipe."""
+    doc = _fill(recipe.doc, cluster.placeholders)  # builds new containers: the recipe stays untouched
     kind = doc["engine"]["kind"]
     image = doc.get("image")
     python = doc["engine"].get("python") or cluster.engine_python
@@ -199,7 +218,6 @@ def render(recipe: Recipe, cluster: Cluster, conc: int, rehearsal: Cluster | Non
     for s in slots:
         per_node[s.node] = per_node.get(s.node, 0) + len(s.gpus)
     gpus_total = sum(per_node.values())
-    bench = _benchmark(doc, conc, cluster, rehearsal)
     client = processes[0].name  # the frontend, or the single plain-vllm replica
     run_cluster = rehearsal or cluster
     topo_summary = {"kind": "disaggregated" if recipe.disaggregated else "aggregated"}
@@ -216,8 +234,6 @@ def render(recipe: Recipe, cluster: Cluster, conc: int, rehearsal: Cluster | Non
         "run_cluster": run_cluster.name,
         "launcher": run_cluster.launcher,
         "rehearsal": rehearsal is not None,
-        "concurrency": bench["concurrency"],
-        "point": conc,  # the target's concurrency (rehearsal may cap the one it runs)
         "image": image,
         "engine": kind,
         "recipe_engine": recipe.engine_kind,
@@ -231,7 +247,6 @@ def render(recipe: Recipe, cluster: Cluster, conc: int, rehearsal: Cluster | Non
         "client_url": f"http://{{addr:{client}}}:{{port:{client}.http}}",
         "frontend": "frontend" if has_frontend else None,
         "expect_registrations": expect,
-        "benchmark": bench,
         "readiness": {
             "timeout_s": (doc.get("readiness") or {}).get("timeout_s", run_cluster.readiness_timeout_s),
         },
@@ -247,16 +262,20 @@ def render(recipe: Recipe, cluster: Cluster, conc: int, rehearsal: Cluster | Non
             "nodes": nodes,
             "gpus_per_node": max(per_node.values()),
             "exclusive": nodes > 1 or (cluster.launcher == "slurm" and max(per_node.values()) == cluster.gpus_per_node),
-            "runtime_min": _runtime_minutes(doc, run_cluster, bench),
             "cpus_per_task": run_cluster.cpus_per_job,
             "mem_mb": run_cluster.mem_mb_per_node,
         },
     }
-    plan["fingerprints"] = fingerprints(plan)
-    return plan
+    plan["_curve_cache"] = {}  # curve fingerprints of this layout, by benchmark settings
+    return plan, doc
 
 
 def canonical(obj) -> str:
+    """Sorted, compact JSON (json's C encoder; indent would force the slow Python one)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n"
+
+
+def pretty(obj) -> str:
     return json.dumps(obj, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
 
 
@@ -264,13 +283,18 @@ def _digest(obj) -> str:
     return hashlib.sha256(canonical(obj).encode()).hexdigest()[:16]
 
 
-def fingerprints(plan: dict) -> dict:
-    body = {k: v for k, v in plan.items() if k != "fingerprints"}
-    curve = copy.deepcopy(body)
-    curve.pop("concurrency")
-    curve.pop("point")
-    curve["benchmark"].pop("concurrency")
-    return {"plan": _digest(body), "curve": _digest(curve)}
+def fingerprints(plan: dict, curve_cache: dict | None = None) -> dict:
+    """Plan fingerprint (all of it) and curve fingerprint (all but the concurrency)."""
+    body = {k: v for k, v in plan.items() if k not in ("fingerprints", "_curve_cache")}
+    curve = {k: v for k, v in body.items() if k not in ("concurrency", "point")}
+    curve["benchmark"] = {k: v for k, v in body["benchmark"].items() if k != "concurrency"}
+    key = canonical(curve["benchmark"]) + canonical(curve["resources"]) if curve_cache is not None else None
+    if key is None or key not in curve_cache:
+        digest = _digest(curve)
+        if key is None:
+            return {"plan": _digest(body), "curve": digest}
+        curve_cache[key] = digest
+    return {"plan": _digest(body), "curve": curve_cache[key]}
 
 
 def write_if_changed(path: Path, text: str) -> bool:

@@ -210,6 +210,18 @@ def baseline_table(df: pd.DataFrame, base: pd.DataFrame) -> str:
     return tabulate(rows, headers, tablefmt="github", disable_numparse=True)
 
 
+def _finish(plt, fig, ax, labels: tuple[str, str], title: str, path: Path) -> str:
+    ax.set_xlabel(labels[0])
+    ax.set_ylabel(labels[1])
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path.name
+
+
 def plots(df: pd.DataFrame, plot_dir: Path, slos: dict) -> dict[str, list[str]]:
     import matplotlib
 
@@ -235,16 +247,17 @@ def plots(df: pd.DataFrame, plot_dir: Path, slos: dict) -> dict[str, list[str]]:
         front = pareto(sdf)
         if len(front):
             ax.plot(front["tps_per_user"], front["tps_per_gpu"], "k--", lw=1.2, label="Pareto frontier")
-        ax.set_xlabel("interactivity: output tok/s per user")
-        ax.set_ylabel("throughput: output tok/s per GPU")
-        ax.set_title(f"{scen}: throughput vs interactivity")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-        name = f"{scen}-throughput-vs-interactivity.png"
-        fig.tight_layout()
-        fig.savefig(plot_dir / name, dpi=110)
-        plt.close(fig)
-        files.append(name)
+        labels = ("interactivity: output tok/s per user", "throughput: output tok/s per GPU")
+        files.append(
+            _finish(
+                plt,
+                fig,
+                ax,
+                labels,
+                f"{scen}: throughput vs interactivity",
+                plot_dir / f"{scen}-throughput-vs-interactivity.png",
+            )
+        )
 
         fig, ax = plt.subplots(figsize=(7, 4.5))
         for recipe, rdf in sdf.groupby("recipe"):
@@ -253,16 +266,16 @@ def plots(df: pd.DataFrame, plot_dir: Path, slos: dict) -> dict[str, list[str]]:
             limit = slos.get(recipe, {}).get("ttft_p95_s")
             if limit:
                 ax.axhline(limit, ls=":", lw=1, color=ax.lines[-1].get_color(), label=f"{recipe} SLO {limit:g} s")
-        ax.set_xlabel("concurrency")
-        ax.set_ylabel("TTFT p95 (s)")
-        ax.set_title(f"{scen}: TTFT p95 vs concurrency")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-        name = f"{scen}-ttft-p95.png"
-        fig.tight_layout()
-        fig.savefig(plot_dir / name, dpi=110)
-        plt.close(fig)
-        files.append(name)
+        files.append(
+            _finish(
+                plt,
+                fig,
+                ax,
+                ("concurrency", "TTFT p95 (s)"),
+                f"{scen}: TTFT p95 vs concurrency",
+                plot_dir / f"{scen}-ttft-p95.png",
+            )
+        )
         made[scen] = files
     return made
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .cluster import all_clusters
 from .errors import InputError, Problem
-from .plan import canonical, render, write_if_changed
+from .plan import canonical, layout, render, write_if_changed
 from .recipe import Recipe, load_recipes
 
 PLANS = ".plans"
@@ -35,6 +35,8 @@ class Selection:
     def __init__(self, root: Path, cluster: str, only: list[str] | None = None):
         self.root = Path(root)
         self._plans: dict = {}
+        self._layouts: dict = {}
+        self._written: set = set()
         self.clusters = all_clusters(self.root / "profiles")
         if cluster not in self.clusters:
             known = ", ".join(sorted(self.clusters))
@@ -62,8 +64,7 @@ class Selection:
         Snakemake's file inventory never sees a plan appear mid-build.
         """
         for p in self.points:
-            path = self.root / self.plan_file(p.recipe, p.conc, rehearsal)
-            write_if_changed(path, canonical(self.plan(p.recipe, p.conc, rehearsal)))
+            self.plan_path(p.recipe, p.conc, rehearsal)
 
     def plan_path(self, recipe: str, conc: int, rehearsal: bool = False) -> str:
         """The point's plan file (rendered and written if not done yet)."""
@@ -71,7 +72,9 @@ class Selection:
         if r is None or (conc not in r.concurrency):
             raise InputError([Problem(f"results/{recipe}/c{conc}.json", "target", "no such point in any recipe")])
         path = self.plan_file(recipe, conc, rehearsal)
-        write_if_changed(self.root / path, canonical(self.plan(recipe, conc, rehearsal)))
+        if (recipe, conc, rehearsal) not in self._written:
+            write_if_changed(self.root / path, canonical(self.plan(recipe, conc, rehearsal)))
+            self._written.add((recipe, conc, rehearsal))
         return path
 
     def plan(self, recipe: str, conc: int, rehearsal: bool = False) -> dict:
@@ -84,12 +87,18 @@ class Selection:
         r = self.recipes[recipe]
         if rehearsal:  # the recipe's own layout (selected cluster if it runs there), run locally
             own = self.cluster if self.cluster.name in r.clusters else self.clusters[r.clusters[0]]
-            return render(r, own, conc, self.clusters["local"])
+            return render(r, own, conc, self.clusters["local"], self._layout(r, own, True))
         if self.cluster.name not in r.clusters:
             raise InputError(
                 [Problem(r.source, "clusters", f"recipe is not selected for cluster {self.cluster.name!r}")]
             )
-        return render(r, self.cluster, conc)
+        return render(r, self.cluster, conc, None, self._layout(r, self.cluster, False))
+
+    def _layout(self, r: Recipe, cluster, rehearsal: bool):
+        key = (r.name, rehearsal)
+        if key not in self._layouts:
+            self._layouts[key] = layout(r, cluster, self.clusters["local"] if rehearsal else None)
+        return self._layouts[key]
 
     def selection_doc(self) -> dict:
         return {

@@ -14,8 +14,11 @@ from .errors import Problem, field_path
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schemas"
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate keys (PyYAML silently keeps the last)."""
+_BASE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when present: ~10x faster
+
+
+class _StrictLoader(_BASE_LOADER):
+    """Safe loading that rejects duplicate keys (PyYAML silently keeps the last)."""
 
 
 def _construct_mapping(loader, node, deep=False):
@@ -25,7 +28,7 @@ def _construct_mapping(loader, node, deep=False):
         if key in seen:
             raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
         seen[key] = True
-    return yaml.SafeLoader.construct_mapping(loader, node, deep)
+    return yaml.constructor.SafeConstructor.construct_mapping(loader, node, deep)
 
 
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
