@@ -46,7 +46,7 @@ test-fast: $(PROJECT)/.done
 lint: $(PROJECT)/.done
 	$(PROJECT)/bin/ruff check scripts tests bench
 	$(PROJECT)/bin/ruff format --check scripts tests bench
-	$(PROJECT)/bin/snakefmt --check Snakefile rules
+	$(PROJECT)/bin/snakefmt --check Snakefile rules/*.smk
 	$(PROJECT)/bin/snakemake --lint
 
 clean:
