@@ -28,14 +28,6 @@ wildcard_constraints:
     conc=r"[1-9][0-9]*",
 
 
-def point_plan(wildcards):
-    return SELECTION.plan_path(wildcards.recipe, int(wildcards.conc))
-
-
-def rehearsal_plan(wildcards):
-    return SELECTION.plan_path(wildcards.recipe, int(wildcards.conc), rehearsal=True)
-
-
 def plan_resources(rehearsal=False):
     """Slurm resources straight from the point's plan (constants when nothing
     submits jobs: resource callables cost Snakemake ~0.1 ms each per job)."""

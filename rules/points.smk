@@ -6,7 +6,7 @@ REHEARSAL_RES = plan_resources(rehearsal=True)
 
 rule point:
     input:
-        plan=point_plan,
+        plan=".plans/{recipe}/c{conc}.json",  # written before the DAG is built (common.smk)
     output:
         result="results/{recipe}/c{conc}.json",
     log:
@@ -29,7 +29,7 @@ rule point:
 # the engines replaced by the mocker on this host (durations capped).
 rule rehearse_point:
     input:
-        plan=rehearsal_plan,
+        plan=".plans/rehearsal/{recipe}/c{conc}.json",
     output:
         result="results/rehearsal/{recipe}/c{conc}.json",
     log:

@@ -222,6 +222,9 @@ def _finish(plt, fig, ax, labels: tuple[str, str], title: str, path: Path) -> st
     return path.name
 
 
+MAX_PLOTTED_RECIPES = 10
+
+
 def plots(df: pd.DataFrame, plot_dir: Path, slos: dict) -> dict[str, list[str]]:
     import matplotlib
 
@@ -231,7 +234,11 @@ def plots(df: pd.DataFrame, plot_dir: Path, slos: dict) -> dict[str, list[str]]:
     plot_dir.mkdir(parents=True, exist_ok=True)
     made: dict[str, list[str]] = {}
     for scen, sdf in df.groupby("scenario"):
-        files = []
+        files, title = [], scen
+        best = sdf.groupby("recipe")["tps_per_gpu"].max().sort_values(ascending=False)
+        if len(best) > MAX_PLOTTED_RECIPES:  # a readable plot: the best setups, said so in the title
+            sdf = sdf[sdf["recipe"].isin(best.index[:MAX_PLOTTED_RECIPES])]
+            title = f"{scen} (top {MAX_PLOTTED_RECIPES} of {len(best)} recipes by tok/s per GPU)"
         fig, ax = plt.subplots(figsize=(7, 4.5))
         for recipe, rdf in sdf.groupby("recipe"):
             rdf = rdf.sort_values("concurrency")
@@ -254,7 +261,7 @@ def plots(df: pd.DataFrame, plot_dir: Path, slos: dict) -> dict[str, list[str]]:
                 fig,
                 ax,
                 labels,
-                f"{scen}: throughput vs interactivity",
+                f"{title}: throughput vs interactivity",
                 plot_dir / f"{scen}-throughput-vs-interactivity.png",
             )
         )
@@ -272,7 +279,7 @@ def plots(df: pd.DataFrame, plot_dir: Path, slos: dict) -> dict[str, list[str]]:
                 fig,
                 ax,
                 ("concurrency", "TTFT p95 (s)"),
-                f"{scen}: TTFT p95 vs concurrency",
+                f"{title}: TTFT p95 vs concurrency",
                 plot_dir / f"{scen}-ttft-p95.png",
             )
         )

@@ -58,12 +58,12 @@ class Selection:
         return f"{PLANS}/{'rehearsal/' if rehearsal else ''}{recipe}/c{conc}.json"
 
     def write_plans(self, rehearsal: bool = False) -> None:
-        """Render every selected point and write the plans that changed.
-
-        Done before the DAG is built (not lazily in input functions), so
-        Snakemake's file inventory never sees a plan appear mid-build.
+        """Render every selected point (rehearsal: every point of every recipe) and write
+        the plans that changed. Done before the DAG is built, so the point rule's input
+        is a plain path and Snakemake's file inventory never sees a plan appear mid-build.
         """
-        for p in self.points:
+        points = [Point(r, c) for r in self.recipes for c in self.recipes[r].concurrency] if rehearsal else self.points
+        for p in points:
             self.plan_path(p.recipe, p.conc, rehearsal)
 
     def plan_path(self, recipe: str, conc: int, rehearsal: bool = False) -> str:
