@@ -126,13 +126,3 @@ def all_clusters(profiles_dir: Path | None = None) -> dict[str, Cluster]:
     if problems:
         raise InputError(list(problems))
     return clusters
-
-
-def get_cluster(name: str, profiles_dir: Path | None = None) -> Cluster:
-    clusters = all_clusters(profiles_dir)
-    if name not in clusters:
-        known = ", ".join(sorted(clusters))
-        raise InputError(
-            [Problem("--cluster / config cluster", "cluster", f"unknown cluster {name!r}; known: {known}")]
-        )
-    return clusters[name]

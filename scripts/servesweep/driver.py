@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from . import bench, metrics, ports, result, slurm
-from .ready import PointFailed, check_alive, exited_message, wait_ready
+from .ready import PointFailed, check_alive, wait_ready
 from .spawn import Context, Handle, LocalSpawner, MissingSecret, SrunSpawner, die_with_parent, stop_all
 
 
@@ -267,6 +267,3 @@ def _run(plan: dict, result_path: Path, run_dir: Path, say, handles: list[Handle
 
 def _pct(x) -> str:
     return "n/a" if x is None else f"{x:.0%}"
-
-
-__all__ = ["run_point", "exited_message"]

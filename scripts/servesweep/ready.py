@@ -71,10 +71,6 @@ class Readiness:
     smoke_at: float | None = None
     smoke_tokens: int = 0
 
-    @property
-    def ready_at(self) -> float | None:
-        return self.smoke_at
-
 
 def wait_ready(plan: dict, ctx: Context, handles: list[Handle], timeout_s: float, say=print) -> Readiness:
     procs = {p["name"]: p for p in plan["processes"]}

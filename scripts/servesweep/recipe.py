@@ -20,7 +20,6 @@ from .yamlio import load_yaml, schema_problems
 PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 RUNTIME_PLACEHOLDERS = frozenset({"job_id", "run_dir"})
 RESERVED_REF = re.compile(r"\{(?:port|addr):[^}]*\}|\{servesweep_python\}")
-SAFE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*(\.[a-z0-9_-]+)*$")
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 
@@ -166,7 +165,3 @@ def write_result(path: Path, doc: dict) -> None:
     if problems:
         raise ValueError("result does not match schemas/result.schema.yaml: " + "; ".join(problems[:5]))
     write_if_changed(path, canonical(doc))
-
-
-def dump(doc: dict) -> str:
-    return json.dumps(doc, indent=1, sort_keys=True)
