@@ -113,3 +113,14 @@ def test_load_recipe_raises_input_error_not_traceback(tmp_path):
     with pytest.raises(InputError) as e:
         load_recipe(p)
     assert "required key is missing" in e.value.report()
+
+
+def test_cluster_ports_must_stay_below_32768(tmp_path):
+    from servesweep.cluster import load_cluster_file
+
+    src = Path(__file__).resolve().parents[1] / "profiles" / "local" / "cluster.yaml"
+    bad = tmp_path / "cluster.yaml"
+    bad.write_text(src.read_text().replace("port_slots: 32", "port_slots: 64"))
+    with pytest.raises(InputError) as e:
+        load_cluster_file(bad, "profiles/x/cluster.yaml")
+    assert "profiles/x/cluster.yaml: port_slots: port_base + port_slots x port_block reaches 40384" in e.value.report()

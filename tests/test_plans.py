@@ -194,3 +194,12 @@ def test_rehearsal_keeps_layout_but_runs_mockers():
         return {k: v for k, v in proc["env"].items() if not k.startswith("VLLM_NIXL")}
 
     assert [user_env(x) for x in reh["processes"]] == [user_env(x) for x in real["processes"]]
+
+
+@pytest.mark.parametrize("rehearsal", [False, True])
+def test_every_port_of_every_slot_stays_below_32768(rehearsal):
+    """Dynamo rejects DYN_SYSTEM_PORT >= 32768 (i16), and 32768+ are Linux's ephemeral ports."""
+    for f in sorted((ROOT / "recipes").glob("*.yaml")):
+        p = plan_of(f.stem, rehearsal=rehearsal)
+        top = max(all_ports(p)) + (p["ports"]["slots"] - 1) * p["ports"]["block"]
+        assert p["ports"]["slots"] >= 1 and top < 32768, (f.stem, top)

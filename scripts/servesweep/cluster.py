@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import InputError, Problem
+from .ports import PORT_LIMIT
 from .yamlio import load_yaml, schema_problems
 
 PACKAGE_PROFILES = Path(__file__).resolve().parents[2] / "profiles"
@@ -91,7 +92,20 @@ def load_cluster_file(path: Path, label: str | None = None) -> Cluster:
         problems = schema_problems(doc, "cluster.schema.yaml", label)
     if problems:
         raise InputError(problems)
-    return _from_doc(doc, label)
+    c = _from_doc(doc, label)
+    top = c.port_base + c.port_slots * c.port_block
+    if top > PORT_LIMIT:
+        raise InputError(
+            [
+                Problem(
+                    label,
+                    "port_slots",
+                    f"port_base + port_slots x port_block reaches {top}: keep every port below {PORT_LIMIT} "
+                    "(Dynamo reads DYN_SYSTEM_PORT as a signed 16-bit int; 32768+ are ephemeral ports)",
+                )
+            ]
+        )
+    return c
 
 
 def _rel(path: Path, root: Path) -> str:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from . import engines, topology
 from .cluster import Cluster
+from .ports import usable_slots
 from .recipe import PLACEHOLDER, RUNTIME_PLACEHOLDERS, Recipe
 
 PLAN_SCHEMA = "servesweep.plan/1"
@@ -257,7 +258,11 @@ def layout(recipe: Recipe, cluster: Cluster, rehearsal: Cluster | None = None) -
             if image and cluster.container_runtime and rehearsal is None
             else None
         ),
-        "ports": {"base": cluster.port_base, "block": cluster.port_block, "slots": run_cluster.port_slots},
+        "ports": {
+            "base": cluster.port_base,
+            "block": cluster.port_block,
+            "slots": usable_slots(cluster.port_base, cluster.port_block, run_cluster.port_slots),
+        },
         "resources": {
             "nodes": nodes,
             "gpus_per_node": max(per_node.values()),

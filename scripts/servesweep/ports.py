@@ -16,6 +16,15 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+# Every port stays below 32768: Dynamo parses DYN_SYSTEM_PORT as a signed 16-bit
+# integer (measured: 40753 is rejected), and Linux hands out 32768+ as ephemeral ports.
+PORT_LIMIT = 32768
+
+
+def usable_slots(base: int, block: int, slots: int) -> int:
+    """How many of `slots` blocks fit below PORT_LIMIT."""
+    return max(0, min(slots, (PORT_LIMIT - base) // block))
+
 
 @dataclass(frozen=True)
 class Port:
