@@ -28,11 +28,11 @@ wildcard_constraints:
     conc=r"[1-9][0-9]*",
 
 
-def plan_resources(rehearsal=False):
+def plan_resources():
     """Slurm resources straight from the point's plan (constants when nothing
     submits jobs: resource callables cost Snakemake ~0.1 ms each per job)."""
     keys = ("nodes", "gres", "runtime_min", "cpus_per_task", "mem_mb", "slurm_extra")
-    if rehearsal or SELECTION.cluster.launcher == "local":
+    if SELECTION.cluster.launcher == "local":
         return dict(
             nodes=1,
             gres="",
@@ -44,7 +44,7 @@ def plan_resources(rehearsal=False):
 
     def pick(key):
         def get(wildcards):
-            plan = SELECTION.plan(wildcards.recipe, int(wildcards.conc), rehearsal)
+            plan = SELECTION.plan(wildcards.recipe, int(wildcards.conc))
             res = plan["resources"]
             if key == "gres":
                 return f"gpu:{res['gpus_per_node']}"

@@ -1,7 +1,6 @@
 # One job per point: the driver runs the point's plan and writes its result
 # only if the run is valid.
 RES = plan_resources()
-REHEARSAL_RES = plan_resources(rehearsal=True)
 
 
 rule point:

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from . import metrics
+from .engines import num_arg
 from .spawn import Context
 
 
@@ -22,14 +23,14 @@ def aiperf_argv(plan: dict, ctx: Context, artifact_dir: Path, server_metrics: li
     argv += ["--use-server-token-count", "--no-gpu-telemetry", "--ui-type", "none"]
     argv += ["--artifact-dir", str(artifact_dir)]
     if b.get("duration_s"):
-        argv += ["--benchmark-duration", _num(b["duration_s"]), "--benchmark-grace-period", "30"]
+        argv += ["--benchmark-duration", num_arg(b["duration_s"]), "--benchmark-grace-period", "30"]
     if b.get("request_count"):
         argv += ["--request-count", str(b["request_count"])]
     w = b.get("warmup") or {}
     if w.get("requests"):
         argv += ["--warmup-request-count", str(w["requests"])]
     if w.get("duration_s"):
-        argv += ["--warmup-duration", _num(w["duration_s"])]
+        argv += ["--warmup-duration", num_arg(w["duration_s"])]
     ds = b["dataset"]
     if ds["kind"] == "synthetic":
         argv += ["--synthetic-input-tokens-mean", str(ds["isl"]), "--output-tokens-mean", str(ds["osl"])]
@@ -49,10 +50,6 @@ def aiperf_argv(plan: dict, ctx: Context, artifact_dir: Path, server_metrics: li
     if server_metrics:
         argv += ["--server-metrics", *server_metrics]
     return argv
-
-
-def _num(x) -> str:
-    return str(int(x)) if float(x).is_integer() else str(x)
 
 
 def aiperf_env(plan: dict, run_dir: Path, tmp: Path, base: dict) -> dict:

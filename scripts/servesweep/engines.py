@@ -186,7 +186,7 @@ def frontend(recipe_doc: dict, python: str, alloc: PortAllocator) -> ProcessSpec
     if "min_initial_workers" in router:
         argv += ["--router-min-initial-workers", str(router["min_initial_workers"])]
     if "prefill_load_scale" in router:
-        argv += ["--router-prefill-load-scale", _num(router["prefill_load_scale"])]
+        argv += ["--router-prefill-load-scale", num_arg(router["prefill_load_scale"])]
     aff = router.get("session_affinity")
     if aff:
         argv += ["--router-session-affinity-ttl-secs", str(aff["ttl_s"])]
@@ -197,7 +197,8 @@ def frontend(recipe_doc: dict, python: str, alloc: PortAllocator) -> ProcessSpec
     return ProcessSpec((http,), tuple(argv), env, "http://{addr:self}:{port:self.http}/health", {})
 
 
-def _num(x) -> str:
+def num_arg(x) -> str:
+    """A number as a CLI argument: 16, not 16.0."""
     return str(int(x)) if float(x).is_integer() else str(x)
 
 

@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -128,7 +128,6 @@ class Handle:
     name: str
     popen: subprocess.Popen
     log_path: Path
-    started: float = field(default_factory=time.monotonic)
 
     @property
     def pid(self) -> int:
