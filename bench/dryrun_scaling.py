@@ -1,13 +1,16 @@
-"""Dry-run scaling: `snakemake -n results/summary.md` on generated sweeps vs a bare Snakefile
-with the same targets and rule shape (rules that only touch). Also: validation + rendering
-time in-process, and peak RSS of both dry runs."""
+"""Dry-run scaling: `snakemake -n results/summary.md --profile local` on generated sweeps vs a
+bare Snakefile with the same targets and rule shape (rules that only touch), same profile.
+Also: what the Snakefile spends validating every recipe and rendering (and checking) every
+plan, timed in a fresh process as a dry run pays it, and peak RSS of both dry runs."""
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
-import time
 from pathlib import Path
 
 import yaml
@@ -32,6 +35,20 @@ rule point:
 """
 
 
+# A warm machine writes bytecode; some sandboxes set PYTHONDONTWRITEBYTECODE, making every
+# snakemake start recompile itself, which would hide our cost in a slower baseline.
+ENV = {"PYTHONDONTWRITEBYTECODE": ""}
+
+# What rules/common.smk runs: validate every recipe, render every plan, write the changed ones.
+SNAKEFILE_WORK = """import sys, time
+sys.path.insert(0, "scripts")
+from servesweep import workflow
+t = time.perf_counter()
+workflow.load_or_exit(".", "local")
+print(time.perf_counter() - t)
+"""
+
+
 def make_sweep(root: Path, n: int) -> Path:
     wf = copy_workflow(root / f"wf{n}", recipes=[])
     agg = yaml.safe_load((ROOT / "recipes/local-agg-2x-mocker.yaml").read_text())
@@ -53,55 +70,52 @@ def make_sweep(root: Path, n: int) -> Path:
     return wf, bare
 
 
+def _snakefile_work(wf: Path, cold: bool) -> float:
+    if cold:
+        shutil.rmtree(wf / ".snakemake" / "servesweep", ignore_errors=True)
+    r = subprocess.run([sys.executable, "-c", SNAKEFILE_WORK], cwd=wf, capture_output=True, text=True, env=ENV)
+    return float(r.stdout)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--sizes", default="10,100,400")
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=5)
     a = ap.parse_args()
     header("dry-run scaling", f"{BIN}/python bench/dryrun_scaling.py --sizes {a.sizes} --reps {a.reps}")
-    sm = [str(BIN / "snakemake"), "results/summary.md", "-n", "--cores", "1"]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for n in [int(x) for x in a.sizes.split(",")]:
             wf, bare = make_sweep(Path(tmp), n)
-            ours, theirs, rss_ours, rss_bare = [], [], [], []
+            sm = [str(BIN / "snakemake"), "results/summary.md", "-n", "--profile", str(wf / "profiles/local")]
+            timed_child(sm, wf, ENV), timed_child(sm, bare, ENV)  # warm-up: bytecode, plans, parse cache
+            ours, theirs, rss_ours, rss_bare, cold, warm = [], [], [], [], [], []
             for _ in range(a.reps):  # alternate, so drift hits both
-                w, m, _ = timed_child(sm + ["--config", "cluster=local"], wf)
+                w, m, _ = timed_child(sm, wf, ENV)
                 ours.append(w), rss_ours.append(m)
-                w, m, _ = timed_child(sm, bare)
+                w, m, _ = timed_child(sm, bare, ENV)
                 theirs.append(w), rss_bare.append(m)
-            # validation + rendering alone, in-process
-            import sys
-
-            sys.path.insert(0, str(wf / "scripts"))
-            from servesweep.workflow import Selection
-
-            t = time.perf_counter()
-            sel = Selection(wf, "local")
-            sel._plans.clear()
-            for p in sel.points:
-                sel.plan(p.recipe, p.conc)
-            render_s = time.perf_counter() - t
-            rows.append(
-                (
-                    n,
-                    n * len(CONCS),
-                    statistics.median(ours),
-                    statistics.median(theirs),
-                    statistics.median(rss_ours),
-                    statistics.median(rss_bare),
-                    render_s,
-                )
-            )
+                cold.append(_snakefile_work(wf, cold=True))
+                warm.append(_snakefile_work(wf, cold=False))
+            med = statistics.median
+            rows.append((n, n * len(CONCS), med(ours), med(theirs), med(rss_ours), med(rss_bare), med(cold), med(warm)))
     print(
         f"{'recipes':>7} {'points':>6} {'servesweep s':>12} {'bare s':>7} {'ratio':>6} {'RSS MiB':>8} "
-        f"{'bare MiB':>8} {'RSS ratio':>9} {'validate+render s':>17}"
+        f"{'bare MiB':>8} {'RSS ratio':>9} {'validate+render s':>17} {'(parse cache empty)':>19}"
     )
-    for n, pts, o, b, ro, rb, rs in rows:
-        print(f"{n:>7} {pts:>6} {o:>12.2f} {b:>7.2f} {o / b:>6.2f} {ro:>8.0f} {rb:>8.0f} {ro / rb:>9.2f} {rs:>17.2f}")
+    for n, pts, o, b, ro, rb, rc, rw in rows:
+        print(
+            f"{n:>7} {pts:>6} {o:>12.2f} {b:>7.2f} {o / b:>6.2f} {ro:>8.0f} {rb:>8.0f} {ro / rb:>9.2f} "
+            f"{rw:>17.2f} {rc:>19.2f}"
+        )
     (_, p0, o0, b0, *_), (_, p1, o1, b1, *_) = rows[0], rows[-1]
     ours, bare = 1000 * (o1 - o0) / (p1 - p0), 1000 * (b1 - b0) / (p1 - p0)
     print(f"\nslope: servesweep {ours:.2f} ms/point, bare {bare:.2f} ms/point")
+    print(
+        "validate+render: what rules/common.smk does before the DAG is built (validate every recipe, render\n"
+        "every plan, write those that changed), timed in a fresh process; the last column without the\n"
+        "YAML parse cache (.snakemake/servesweep/), as on the first run after a recipe edit."
+    )
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 # One job per point: the driver runs the point's plan and writes its result
 # only if the run is valid.
-RES = plan_resources()
+PLAN_RESOURCES = plan_resources()
 
 
 rule point:
@@ -13,12 +13,7 @@ rule point:
     conda:
         SW_ENV
     resources:
-        nodes=RES["nodes"],
-        gres=RES["gres"],
-        runtime=RES["runtime_min"],
-        cpus_per_task=RES["cpus_per_task"],
-        mem_mb=RES["mem_mb"],
-        slurm_extra=RES["slurm_extra"],
+        **PLAN_RESOURCES,
         point_slots=1,
     shell:
         "servesweep run-point {input.plan:q} {output.result:q} 2>&1 | tee {log:q}"

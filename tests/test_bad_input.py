@@ -124,3 +124,27 @@ def test_cluster_ports_must_stay_below_32768(tmp_path):
     with pytest.raises(InputError) as e:
         load_cluster_file(bad, "profiles/x/cluster.yaml")
     assert "profiles/x/cluster.yaml: port_slots: port_base + port_slots x port_block reaches 40384" in e.value.report()
+
+
+def test_fast_and_full_schema_validators_agree():
+    """Valid documents are passed by the Rust validator alone, so it must reject every case the
+    Python validator rejects (and pass every shipped recipe); the schemas are valid 2020-12."""
+    import jsonschema
+    import yaml
+
+    from servesweep.yamlio import SCHEMA_DIR, fast_validator, schema, validator
+
+    for path in SCHEMA_DIR.glob("*.schema.yaml"):
+        jsonschema.Draft202012Validator.check_schema(schema(path.name))
+    docs = [yaml.safe_load(p.read_text()) for p in (Path(__file__).resolve().parents[1] / "recipes").glob("*.yaml")]
+    for c in CASES:
+        try:
+            docs.append(yaml.safe_load(c.render()[1]))
+        except yaml.YAMLError:  # the malformed-YAML cases
+            pass
+    checked = 0
+    for doc in docs:
+        full = validator("recipe.schema.yaml").is_valid(doc)
+        assert fast_validator("recipe.schema.yaml").is_valid(doc) == full, doc
+        checked += 1
+    assert checked > 50

@@ -167,6 +167,28 @@ def test_rendering_is_deterministic_and_fingerprinted():
     assert p1["fingerprints"]["curve"] == p2["fingerprints"]["curve"]
 
 
+def test_sweep_text_is_the_canonical_plan_and_fingerprints_hash_it():
+    """The sweep builds each plan's text from per-recipe JSON fragments; it must be byte-for-byte
+    what encoding the plan gives, and the fingerprints must hash what they say they hash."""
+    import hashlib
+
+    from servesweep.workflow import Selection
+
+    def digest(obj):
+        return hashlib.sha256(canonical(obj).encode()).hexdigest()[:16]
+
+    for cluster in CLUSTERS:
+        sel = Selection(ROOT, cluster)
+        for rehearsal in (False, True):
+            for p in sel.points:
+                plan, text = sel._render(p.recipe, p.conc, rehearsal)
+                assert text == canonical(plan)
+                body = {k: v for k, v in plan.items() if k != "fingerprints"}
+                curve = {k: v for k, v in body.items() if k not in ("concurrency", "point")}
+                curve["benchmark"] = {k: v for k, v in body["benchmark"].items() if k != "concurrency"}
+                assert plan["fingerprints"] == {"plan": digest(body), "curve": digest(curve)}
+
+
 def test_plan_command_prints_the_documented_shape():
     r = servesweep("plan", "recipes/dsv4-pro-gb300-1p1d-pdep8-ddep8-mtp.yaml", "--cluster", "gb300", "--conc", "384")
     assert r.returncode == 0, r.stderr

@@ -11,10 +11,7 @@ import dataclasses
 import hashlib
 import json
 import math
-import os
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 
 from . import engines, topology
 from .cluster import Cluster
@@ -130,11 +127,19 @@ def _runtime_minutes(doc: dict, cluster: Cluster, bench: dict) -> int:
 def render(
     recipe: Recipe, cluster: Cluster, conc: int, rehearsal: Cluster | None = None, layout: tuple | None = None
 ) -> dict:
-    """Render one point. With ``rehearsal`` (a local cluster), keep the layout but run mockers.
+    """Render one point. With ``rehearsal`` (a local cluster), keep the layout but run mockers."""
+    return render_point(recipe, cluster, conc, rehearsal, layout)[0]
 
-    ``layout`` (from :func:`layout`) lets a sweep render its concurrency-independent part once per recipe.
+
+def render_point(
+    recipe: Recipe, cluster: Cluster, conc: int, rehearsal: Cluster | None = None, layout: tuple | None = None
+) -> tuple[dict, str]:
+    """The plan and its canonical text (exactly ``canonical(plan)``).
+
+    ``layout`` (from :func:`layout`) lets a sweep build its concurrency-independent part once per
+    recipe, JSON included; each point encodes only the values it sets.
     """
-    base, doc = layout or globals()["layout"](recipe, cluster, rehearsal)
+    base, doc, texts = layout or globals()["layout"](recipe, cluster, rehearsal)
     run_cluster = rehearsal or cluster
     bench = _benchmark(doc, conc, cluster, rehearsal)
     plan = dict(base)
@@ -142,13 +147,19 @@ def render(
     plan["point"] = conc  # the target's concurrency (rehearsal may cap the one it runs)
     plan["benchmark"] = bench
     plan["resources"] = dict(base["resources"], runtime_min=_runtime_minutes(doc, run_cluster, bench))
-    plan["fingerprints"] = fingerprints(plan, curve_cache=base.get("_curve_cache"))
-    plan.pop("_curve_cache", None)
-    return plan
+    values = {k: _encode(plan[k]) for k in POINT_KEYS}
+    values["curve_benchmark"] = _encode({k: v for k, v in bench.items() if k != "concurrency"})
+    plan["fingerprints"] = {
+        "plan": _digest_text(texts.body.fill(values)),
+        "curve": _digest_text(texts.curve.fill(values)),
+    }
+    values["fingerprints"] = _encode(plan["fingerprints"])
+    return plan, texts.plan.fill(values)
 
 
-def layout(recipe: Recipe, cluster: Cluster, rehearsal: Cluster | None = None) -> tuple[dict, dict]:
-    """The concurrency-independent part of a plan, and the placeholder-filled recipe."""
+def layout(recipe: Recipe, cluster: Cluster, rehearsal: Cluster | None = None) -> tuple[dict, dict, dict]:
+    """The concurrency-independent part of a plan, the placeholder-filled recipe, and the JSON
+    encodings of that part's values (points re-encode only what they change)."""
     doc = _fill(recipe.doc, cluster.placeholders)  # builds new containers: the recipe stays untouched
     kind = doc["engine"]["kind"]
     image = doc.get("image")
@@ -271,52 +282,71 @@ def layout(recipe: Recipe, cluster: Cluster, rehearsal: Cluster | None = None) -
             "mem_mb": run_cluster.mem_mb_per_node,
         },
     }
-    plan["_curve_cache"] = {}  # curve fingerprints of this layout, by benchmark settings
-    return plan, doc
+    return plan, doc, _LayoutTexts.of(plan)
+
+
+# Sorted, compact JSON by json's C encoder (indent would force the slow Python one); one encoder
+# object, since json.dumps with options builds a new one per call.
+_encode = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+
+
+_encode_key = json.encoder.encode_basestring  # what json.dumps uses for keys with ensure_ascii=False
 
 
 def canonical(obj) -> str:
-    """Sorted, compact JSON (json's C encoder; indent would force the slow Python one)."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n"
+    return _encode(obj) + "\n"
 
 
 def pretty(obj) -> str:
     return json.dumps(obj, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
 
 
-def _digest(obj) -> str:
-    return hashlib.sha256(canonical(obj).encode()).hexdigest()[:16]
+POINT_KEYS = ("benchmark", "concurrency", "point", "resources")  # what a point sets on its layout
 
 
-def fingerprints(plan: dict, curve_cache: dict | None = None) -> dict:
-    """Plan fingerprint (all of it) and curve fingerprint (all but the concurrency)."""
-    body = {k: v for k, v in plan.items() if k not in ("fingerprints", "_curve_cache")}
-    curve = {k: v for k, v in body.items() if k not in ("concurrency", "point")}
-    curve["benchmark"] = {k: v for k, v in body["benchmark"].items() if k != "concurrency"}
-    key = canonical(curve["benchmark"]) + canonical(curve["resources"]) if curve_cache is not None else None
-    if key is None or key not in curve_cache:
-        digest = _digest(curve)
-        if key is None:
-            return {"plan": _digest(body), "curve": digest}
-        curve_cache[key] = digest
-    return {"plan": _digest(body), "curve": curve_cache[key]}
+@dataclass(frozen=True)
+class _Template:
+    """A dict's canonical text with holes for some values: static text and hole names alternate."""
+
+    pieces: tuple[str, ...]
+
+    @classmethod
+    def of(cls, fixed: dict[str, str], holes: dict[str, str]) -> _Template:
+        """``fixed``: key -> encoded value; ``holes``: key -> name of the value that fills it."""
+        pieces, text = [], "{"
+        for i, key in enumerate(sorted([*fixed, *holes])):
+            text += ("," if i else "") + _encode_key(key) + ":"
+            if key in holes:
+                pieces += [text, holes[key]]
+                text = ""
+            else:
+                text += fixed[key]
+        return cls((*pieces, text + "}\n"))
+
+    def fill(self, values: dict[str, str]) -> str:
+        p = self.pieces
+        return "".join([p[i] if i % 2 == 0 else values[p[i]] for i in range(len(p))])
 
 
-def write_if_changed(path: Path, text: str) -> bool:
-    """Atomic write (temp + rename) only when content differs; True if written."""
-    path = Path(path)
-    try:
-        if path.read_text() == text:
-            return False
-    except FileNotFoundError:
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return True
+@dataclass(frozen=True)
+class _LayoutTexts:
+    """Templates of a layout's plan text, its fingerprinted body and its curve (no concurrency)."""
+
+    plan: _Template
+    body: _Template
+    curve: _Template
+
+    @classmethod
+    def of(cls, base: dict) -> _LayoutTexts:
+        fixed = {k: _encode(v) for k, v in base.items() if k not in POINT_KEYS}
+        body = {k: k for k in POINT_KEYS}
+        curve = {"benchmark": "curve_benchmark", "resources": "resources"}
+        return cls(
+            _Template.of(fixed, {**body, "fingerprints": "fingerprints"}),
+            _Template.of(fixed, body),
+            _Template.of(fixed, curve),
+        )
+
+
+def _digest_text(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -14,7 +14,7 @@ from pathlib import Path
 from . import engines
 from .cluster import Cluster
 from .errors import InputError, Problem
-from .yamlio import load_yaml, schema_problems
+from .yamlio import ParseCache, load_yaml, schema_problems
 
 # {name} placeholders; JSON objects ({"k": ...}) never match.
 PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
@@ -251,11 +251,11 @@ def cluster_problems(recipe: Recipe, cluster: Cluster) -> list[Problem]:
     return out
 
 
-def load_recipe(path: Path, label: str | None = None) -> Recipe:
+def load_recipe(path: Path, label: str | None = None, cache: ParseCache | None = None) -> Recipe:
     """Load and check one recipe (cluster-independent checks); raise InputError."""
     path = Path(path)
     label = label or str(path)
-    doc, problems = load_yaml(path, label)
+    doc, problems = load_yaml(path, label, cache)
     if problems:
         raise InputError(problems)
     if not isinstance(doc, dict):
@@ -271,14 +271,18 @@ def load_recipe(path: Path, label: str | None = None) -> Recipe:
 
 
 def load_recipes(
-    paths: list[Path], clusters: dict[str, Cluster], only_cluster: str | None = None, root: Path | None = None
+    paths: list[Path],
+    clusters: dict[str, Cluster],
+    only_cluster: str | None = None,
+    root: Path | None = None,
+    cache: ParseCache | None = None,
 ) -> tuple[list[Recipe], list[Problem]]:
     """Load every file, check names unique and clusters known; collect all problems."""
     recipes, problems, seen = [], [], {}
     for p in paths:
         label = str(p.relative_to(root)) if root and p.is_absolute() and p.is_relative_to(root) else str(p)
         try:
-            r = load_recipe(p, label)
+            r = load_recipe(p, label, cache)
         except InputError as e:
             problems += e.problems
             continue

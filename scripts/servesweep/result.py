@@ -6,8 +6,9 @@ import subprocess
 from pathlib import Path
 
 from . import bench, metrics
-from .plan import canonical, write_if_changed
-from .yamlio import validator
+from .files import write_if_changed
+from .plan import canonical
+from .yamlio import fast_validator, validator
 
 RESULT_SCHEMA = "servesweep.result/1"
 ROOT = Path(__file__).resolve().parents[2]
@@ -154,10 +155,14 @@ def gate(plan: dict, export: dict, f: dict, aiperf_rc: int) -> list[str]:
 
 
 def validate_result(doc: dict) -> list[str]:
-    return [
+    fast = fast_validator("result.schema.yaml")
+    if fast.is_valid(doc):
+        return []
+    problems = [
         f"{'.'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}"
         for e in validator("result.schema.yaml").iter_errors(doc)
     ]
+    return problems or [f"{'.'.join(map(str, e.instance_path)) or '(top)'}: {e.message}" for e in fast.iter_errors(doc)]
 
 
 def write_result(path: Path, doc: dict) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 from tabulate import tabulate
 
-from .plan import write_if_changed
+from .files import write_if_changed
 
 # figure -> (label, higher is better) for the baseline comparison
 DELTA_FIGURES = {

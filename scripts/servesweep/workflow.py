@@ -13,10 +13,13 @@ from pathlib import Path
 
 from .cluster import all_clusters
 from .errors import InputError, Problem
-from .plan import canonical, layout, render, write_if_changed
+from .files import write_if_changed
+from .plan import canonical, layout, render_point
 from .recipe import Recipe, load_recipes
+from .yamlio import ParseCache
 
 PLANS = ".plans"
+YAML_CACHE = ".snakemake/servesweep/recipes-parsed.json"
 
 
 @dataclass(frozen=True)
@@ -34,18 +37,19 @@ class Selection:
 
     def __init__(self, root: Path, cluster: str, only: list[str] | None = None):
         self.root = Path(root)
-        self._plans: dict = {}
         self._layouts: dict = {}
-        self._written: set = set()
+        self._resources: dict = {}  # (recipe, conc, rehearsal) -> the written plan's resources
         self.clusters = all_clusters(self.root / "profiles")
         if cluster not in self.clusters:
             known = ", ".join(sorted(self.clusters))
             raise InputError([Problem("config", "cluster", f"unknown cluster {cluster!r}; known: {known}")])
         self.cluster = self.clusters[cluster]
         files = sorted((self.root / "recipes").glob("*.yaml"))
-        recipes, problems = load_recipes(files, self.clusters, root=self.root)
+        cache = ParseCache(self.root / YAML_CACHE)
+        recipes, problems = load_recipes(files, self.clusters, root=self.root, cache=cache)
         if problems:
             raise InputError(problems)
+        cache.save()
         self.recipes: dict[str, Recipe] = {r.name: r for r in recipes}
         unknown = sorted(set(only or ()) - set(self.recipes))
         if unknown:
@@ -61,10 +65,13 @@ class Selection:
         """Render every selected point (rehearsal: every point of every recipe) and write
         the plans that changed. Done before the DAG is built, so the point rule's input
         is a plain path and Snakemake's file inventory never sees a plan appear mid-build.
+        Only each plan's resources are kept: the rest would sit in Snakemake's heap, and
+        every garbage collection of its DAG build would walk it again.
         """
         points = [Point(r, c) for r in self.recipes for c in self.recipes[r].concurrency] if rehearsal else self.points
         for p in points:
             self.plan_path(p.recipe, p.conc, rehearsal)
+        self._layouts.clear()
 
     def plan_path(self, recipe: str, conc: int, rehearsal: bool = False) -> str:
         """The point's plan file (rendered and written if not done yet)."""
@@ -72,27 +79,32 @@ class Selection:
         if r is None or (conc not in r.concurrency):
             raise InputError([Problem(f"results/{recipe}/c{conc}.json", "target", "no such point in any recipe")])
         path = self.plan_file(recipe, conc, rehearsal)
-        if (recipe, conc, rehearsal) not in self._written:
-            write_if_changed(self.root / path, canonical(self.plan(recipe, conc, rehearsal)))
-            self._written.add((recipe, conc, rehearsal))
+        key = (recipe, conc, rehearsal)
+        if key not in self._resources:
+            plan, text = self._render(recipe, conc, rehearsal)
+            write_if_changed(self.root / path, text)
+            self._resources[key] = plan["resources"]
         return path
 
-    def plan(self, recipe: str, conc: int, rehearsal: bool = False) -> dict:
-        key = (recipe, conc, rehearsal)
-        if key not in self._plans:
-            self._plans[key] = self._render(recipe, conc, rehearsal)
-        return self._plans[key]
+    def resources(self, recipe: str, conc: int) -> dict:
+        """What the point's job asks the cluster for (from its plan)."""
+        self.plan_path(recipe, conc)
+        return self._resources[(recipe, conc, False)]
 
-    def _render(self, recipe: str, conc: int, rehearsal: bool) -> dict:
+    def plan(self, recipe: str, conc: int, rehearsal: bool = False) -> dict:
+        return self._render(recipe, conc, rehearsal)[0]
+
+    def _render(self, recipe: str, conc: int, rehearsal: bool) -> tuple[dict, str]:
+        """(plan, its canonical text)."""
         r = self.recipes[recipe]
         if rehearsal:  # the recipe's own layout (selected cluster if it runs there), run locally
             own = self.cluster if self.cluster.name in r.clusters else self.clusters[r.clusters[0]]
-            return render(r, own, conc, self.clusters["local"], self._layout(r, own, True))
+            return render_point(r, own, conc, self.clusters["local"], self._layout(r, own, True))
         if self.cluster.name not in r.clusters:
             raise InputError(
                 [Problem(r.source, "clusters", f"recipe is not selected for cluster {self.cluster.name!r}")]
             )
-        return render(r, self.cluster, conc, None, self._layout(r, self.cluster, False))
+        return render_point(r, self.cluster, conc, None, self._layout(r, self.cluster, False))
 
     def _layout(self, r: Recipe, cluster, rehearsal: bool):
         key = (r.name, rehearsal)

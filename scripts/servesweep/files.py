@@ -1,0 +1,33 @@
+"""Atomic file writes: readers (Snakemake, the summary, a rerun) never see half a file."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)  # read once; mkstemp makes 0600 files, a plain open() would honour the umask
+
+
+
+def write_if_changed(path: Path, text: str) -> bool:
+    """Atomic write (temp + rename) only when content differs; True if written."""
+    path, data = Path(path), text.encode()
+    try:
+        with open(path, "rb") as f:  # bytes: half the cost of read_text, which a dry run pays per plan
+            if f.read() == data:
+                return False
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o666 & ~_UMASK)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return True

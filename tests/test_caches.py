@@ -1,0 +1,91 @@
+"""What makes the dry run cheap must not change what it checks: the YAML parse cache and the
+write-if-changed plan files."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+import yaml
+
+from servesweep import yamlio
+from servesweep.files import write_if_changed
+from servesweep.yamlio import ParseCache, load_yaml
+
+TEXT = "name: a\nconcurrency: [1, 2]\nenv: {K: v}\n"
+
+
+def _no_parsing(monkeypatch):
+    def fail(*a, **k):
+        raise AssertionError("parsed although cached")
+
+    monkeypatch.setattr(yamlio.yaml, "load", fail)
+
+
+def test_unchanged_text_is_not_parsed_again_and_equals_a_parse(tmp_path, monkeypatch):
+    cache_file, recipe = tmp_path / "cache.json", tmp_path / "r.yaml"
+    recipe.write_text(TEXT)
+    first = ParseCache(cache_file)
+    doc, problems = load_yaml(recipe, cache=first)
+    first.save()
+    assert not problems and doc == yaml.safe_load(TEXT)
+    doc["env"]["K"] = "changed by a caller"  # must not reach the cache
+    expected = yaml.safe_load(TEXT)
+    _no_parsing(monkeypatch)
+    again, _ = load_yaml(recipe, cache=ParseCache(cache_file))
+    assert again == expected
+
+
+def test_an_edited_text_is_parsed(tmp_path):
+    cache_file, recipe = tmp_path / "cache.json", tmp_path / "r.yaml"
+    recipe.write_text(TEXT)
+    c = ParseCache(cache_file)
+    load_yaml(recipe, cache=c)
+    c.save()
+    recipe.write_text(TEXT.replace("[1, 2]", "[4]"))
+    c = ParseCache(cache_file)
+    doc, _ = load_yaml(recipe, cache=c)
+    c.save()
+    assert doc["concurrency"] == [4]
+    assert len(ParseCache(cache_file).kept) == 1  # the old text's entry is dropped
+
+
+@pytest.mark.parametrize("junk", [b"", b"{not json", b'{"format": "other", "docs": {}}', b"[1]"])
+def test_a_damaged_cache_is_ignored(tmp_path, junk):
+    cache_file, recipe = tmp_path / "cache.json", tmp_path / "r.yaml"
+    cache_file.write_bytes(junk)
+    recipe.write_text(TEXT)
+    doc, problems = load_yaml(recipe, cache=ParseCache(cache_file))
+    assert doc == yaml.safe_load(TEXT) and not problems
+
+
+def test_errors_are_never_cached_and_odd_types_are_not_kept(tmp_path):
+    cache_file, recipe = tmp_path / "cache.json", tmp_path / "r.yaml"
+    for _ in range(2):
+        recipe.write_text("name: a\nname: b\n")
+        c = ParseCache(cache_file)
+        doc, problems = load_yaml(recipe, cache=c)
+        c.save()
+        assert doc is None and "duplicate key 'name'" in problems[0].reason
+    recipe.write_text("when: 2026-12-01\n1: int key\n")
+    c = ParseCache(cache_file)
+    doc, _ = load_yaml(recipe, cache=c)
+    assert doc == yaml.safe_load(recipe.read_text())
+    assert not c.used  # a date and an int key would not survive JSON
+
+
+def test_write_if_changed_is_atomic_honours_umask_and_skips_equal_content(tmp_path):
+    p = tmp_path / "d" / "plan.json"
+    assert write_if_changed(p, "{}\n") is True
+    assert stat.S_IMODE(p.stat().st_mode) == 0o666 & ~_umask()
+    mtime = p.stat().st_mtime_ns
+    assert write_if_changed(p, "{}\n") is False and p.stat().st_mtime_ns == mtime
+    assert write_if_changed(p, '{"a":1}\n') is True and p.read_text() == '{"a":1}\n'
+    assert [x.name for x in p.parent.iterdir()] == ["plan.json"]  # no temp file left
+
+
+def _umask() -> int:
+    m = os.umask(0)
+    os.umask(m)
+    return m
