@@ -10,7 +10,6 @@ _UMASK = os.umask(0o022)
 os.umask(_UMASK)  # read once; mkstemp makes 0600 files, a plain open() would honour the umask
 
 
-
 def write_if_changed(path: Path, text: str) -> bool:
     """Atomic write (temp + rename) only when content differs; True if written."""
     path, data = Path(path), text.encode()
