@@ -157,9 +157,9 @@ def render_point(
     return plan, texts.plan.fill(values)
 
 
-def layout(recipe: Recipe, cluster: Cluster, rehearsal: Cluster | None = None) -> tuple[dict, dict, dict]:
-    """The concurrency-independent part of a plan, the placeholder-filled recipe, and the JSON
-    encodings of that part's values (points re-encode only what they change)."""
+def layout(recipe: Recipe, cluster: Cluster, rehearsal: Cluster | None = None) -> tuple[dict, dict, _LayoutTexts]:
+    """The concurrency-independent part of a plan, the placeholder-filled recipe, and templates
+    of the plan's text with that part already encoded."""
     doc = _fill(recipe.doc, cluster.placeholders)  # builds new containers: the recipe stays untouched
     kind = doc["engine"]["kind"]
     image = doc.get("image")
