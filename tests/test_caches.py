@@ -89,3 +89,12 @@ def _umask() -> int:
     m = os.umask(0)
     os.umask(m)
     return m
+
+
+def test_an_unwritable_cache_only_costs_time(tmp_path):
+    (tmp_path / "not-a-dir").write_text("")  # even root cannot create a directory under a file
+    (tmp_path / "r.yaml").write_text(TEXT)
+    c = ParseCache(tmp_path / "not-a-dir" / "sub" / "cache.json")
+    doc, problems = load_yaml(tmp_path / "r.yaml", cache=c)
+    c.save()
+    assert doc == yaml.safe_load(TEXT) and not problems

@@ -77,7 +77,10 @@ class ParseCache:
         if set(self.used) == self.loaded:
             return
         docs = ",".join(f'"{k}":{v}' for k, v in sorted(self.used.items()))
-        write_if_changed(self.path, f'{{"format":{json.dumps(self.FORMAT)},"docs":{{{docs}}}}}')
+        try:
+            write_if_changed(self.path, f'{{"format":{json.dumps(self.FORMAT)},"docs":{{{docs}}}}}')
+        except OSError:  # a cache that cannot be written only costs the next run its parse time
+            pass
 
 
 def load_yaml(path: Path, label: str | None = None, cache: ParseCache | None = None) -> tuple[object, list[Problem]]:
