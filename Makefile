@@ -11,14 +11,16 @@ PROFILE_HOME ?= $(or $(XDG_CONFIG_HOME),$(HOME)/.config)/snakemake
 $(UV):
 	$(PY) -m venv .venvs/bootstrap && .venvs/bootstrap/bin/pip install -q uv==0.13.8
 
+# --compile-bytecode: every snakemake, servesweep and aiperf start then skips compiling its
+# imports (~3 s per snakemake call where PYTHONDONTWRITEBYTECODE is set, as on some CI hosts).
 $(PROJECT)/.done: pyproject.toml | $(UV)
 	$(UV) venv -q --allow-existing -p 3.11 $(PROJECT)
-	VIRTUAL_ENV=$(PROJECT) $(UV) pip install -q -e ".[dev]"
+	VIRTUAL_ENV=$(PROJECT) $(UV) pip install -q --compile-bytecode -e ".[dev]"
 	touch $@
 
 $(ENGINE)/.done: profiles/local/engine-requirements.txt profiles/local/engine-overrides.txt | $(UV)
 	$(UV) venv -q --allow-existing -p 3.11 $(ENGINE)
-	VIRTUAL_ENV=$(ENGINE) $(UV) pip install -q --override profiles/local/engine-overrides.txt \
+	VIRTUAL_ENV=$(ENGINE) $(UV) pip install -q --compile-bytecode --override profiles/local/engine-overrides.txt \
 		-r profiles/local/engine-requirements.txt
 	touch $@
 
