@@ -4,14 +4,12 @@ from a fresh copy of the workflow (no results, no plans)."""
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 from common import BIN, header, stats
-from conftest import LOCAL_RECIPES, copy_workflow
+from conftest import LOCAL_RECIPES, copy_workflow, snakemake
 
 
 def main() -> None:
@@ -19,19 +17,12 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     a = ap.parse_args()
     header("whole local demo", f"{BIN}/python bench/demo_wall.py --reps {a.reps}")
-    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
     walls, points = [], 0
     for i in range(a.reps):
         with tempfile.TemporaryDirectory() as tmp:
             wf = copy_workflow(Path(tmp) / f"wf{i}", LOCAL_RECIPES)
             t = time.perf_counter()
-            r = subprocess.run(
-                [str(BIN / "snakemake"), "--profile", "profiles/local", "results/summary.md"],
-                cwd=wf,
-                capture_output=True,
-                text=True,
-                env=env,
-            )
+            r = snakemake(wf, "results/summary.md", timeout=1800)
             walls.append(time.perf_counter() - t)
             if r.returncode:
                 raise SystemExit(r.stderr[-3000:])

@@ -49,7 +49,7 @@ print(time.perf_counter() - t)
 """
 
 
-def make_sweep(root: Path, n: int) -> Path:
+def make_sweep(root: Path, n: int) -> tuple[Path, Path]:
     wf = copy_workflow(root / f"wf{n}", recipes=[])
     agg = yaml.safe_load((ROOT / "recipes/local-agg-2x-mocker.yaml").read_text())
     dis = yaml.safe_load((ROOT / "recipes/local-disagg-1p1d-mocker.yaml").read_text())

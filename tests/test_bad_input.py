@@ -148,3 +148,17 @@ def test_fast_and_full_schema_validators_agree():
         assert fast_validator("recipe.schema.yaml").is_valid(doc) == full, doc
         checked += 1
     assert checked > 50
+
+
+def test_an_error_only_the_rust_validator_finds_is_still_reported():
+    """Python's `$` matches before a trailing newline, Rust's does not: the stricter verdict wins."""
+    import yaml
+
+    from servesweep.yamlio import schema_problems, validator
+
+    doc = yaml.safe_load((Path(__file__).resolve().parents[1] / "recipes" / "local-agg-2x-mocker.yaml").read_text())
+    doc["name"] += "\n"
+    assert validator("recipe.schema.yaml").is_valid(doc)
+    problems = schema_problems(doc, "recipe.schema.yaml", "recipes/x.yaml")
+    assert [(p.file, p.field) for p in problems] == [("recipes/x.yaml", "name")]
+    assert "does not match" in problems[0].reason

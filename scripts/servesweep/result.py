@@ -8,7 +8,7 @@ from pathlib import Path
 from . import bench, metrics
 from .files import write_if_changed
 from .plan import canonical
-from .yamlio import fast_validator, validator
+from .yamlio import schema_errors
 
 RESULT_SCHEMA = "servesweep.result/1"
 ROOT = Path(__file__).resolve().parents[2]
@@ -155,14 +155,10 @@ def gate(plan: dict, export: dict, f: dict, aiperf_rc: int) -> list[str]:
 
 
 def validate_result(doc: dict) -> list[str]:
-    fast = fast_validator("result.schema.yaml")
-    if fast.is_valid(doc):
-        return []
-    problems = [
+    return [
         f"{'.'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}"
-        for e in validator("result.schema.yaml").iter_errors(doc)
+        for e in schema_errors(doc, "result.schema.yaml")
     ]
-    return problems or [f"{'.'.join(map(str, e.instance_path)) or '(top)'}: {e.message}" for e in fast.iter_errors(doc)]
 
 
 def write_result(path: Path, doc: dict) -> None:

@@ -6,6 +6,7 @@ import difflib
 import functools
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import jsonschema_rs
@@ -154,18 +155,30 @@ def _describe(err) -> list[tuple[str, str]]:
     return [(field_path(path), err.message)]
 
 
-def schema_problems(doc: object, schema_name: str, label: str) -> list[Problem]:
+@dataclass(frozen=True)
+class _RustError:
+    """A jsonschema-rs error in the shape the messages read from jsonschema's errors."""
+
+    absolute_path: tuple
+    message: str
+    validator = None  # no keyword-specific wording: the message is used as it is
+
+
+def schema_errors(doc: object, schema_name: str) -> list:
+    """``doc``'s errors against a schema: none, at Rust speed, for a valid document; otherwise the
+    Python validator's (they carry the schema, for good messages), or Rust's if only it finds any
+    (the validators can disagree: Rust's `$` rejects a trailing newline)."""
     fast = fast_validator(schema_name)
     if fast.is_valid(doc):
         return []
-    problems = [
+    return list(validator(schema_name).iter_errors(doc)) or [
+        _RustError(tuple(e.instance_path), e.message) for e in fast.iter_errors(doc)
+    ]
+
+
+def schema_problems(doc: object, schema_name: str, label: str) -> list[Problem]:
+    return [
         Problem(label, field or "(top level)", reason)
-        for err in validator(schema_name).iter_errors(doc)
+        for err in schema_errors(doc, schema_name)
         for field, reason in _describe(err)
     ]
-    if not problems:  # the validators disagree (Rust's `$` rejects a trailing newline): keep the stricter
-        problems = [
-            Problem(label, field_path(list(err.instance_path)) or "(top level)", err.message)
-            for err in fast.iter_errors(doc)
-        ]
-    return problems
