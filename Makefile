@@ -25,7 +25,7 @@ $(ENGINE)/.done: profiles/local/engine-requirements.txt profiles/local/engine-ov
 	touch $@
 
 .cache/models/tiny-llama/config.json: $(PROJECT)/.done
-	$(PROJECT)/bin/python -m servesweep.tinymodel --out .cache/models --hf-home .cache/hf
+	$(PROJECT)/bin/python -m servesweep.tools.tinymodel --out .cache/models --hf-home .cache/hf
 
 # `snakemake --profile NAME` looks in the cwd and ~/.config/snakemake: link ours there.
 profiles:

@@ -6,7 +6,7 @@ localrules:
 
 rule summary:
     input:
-        selection=SELECTION.write_selection(),
+        selection=sw.selection_file(CLUSTER),
         results=selected_results,
     output:
         md="results/summary.md",
@@ -24,7 +24,7 @@ rule summary:
 
 rule rehearsal_summary:
     input:
-        selection=SELECTION.write_selection(),
+        selection=sw.selection_file(CLUSTER),
         results=[
             f"results/rehearsal/{p.recipe}/c{p.conc}.json" for p in SELECTION.points
         ],

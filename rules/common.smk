@@ -1,15 +1,26 @@
 # Config, selection and helpers shared by every rule. Validation of every
-# recipe happens here, at DAG-build time, so `snakemake -n` is the full check.
+# recipe happens here, at DAG-build time, so `snakemake -n` is the full check;
+# only in the main process: a cluster job's nested snakemake runs the plan it
+# was submitted with.
 import os
 import sys
 
-from servesweep import workflow as sw
+from snakemake.exceptions import WorkflowError
+
+from servesweep.render import workflow as sw
+
+
+def config_flag(key):
+    return str(config.get(key, "")).lower() in ("1", "true", "yes")
+
 
 CLUSTER = config.get("cluster", "local")
 ONLY = [r for r in str(config.get("recipes", "")).split(",") if r]
-# Rehearsal plans are rendered only when a rehearsal target is asked for.
-REHEARSAL = any("rehearse" in a or "rehearsal/" in a for a in sys.argv)
-SELECTION = sw.load_or_exit(workflow.basedir, CLUSTER, ONLY, REHEARSAL)
+# Rehearsal plans are rendered only when asked for: --config rehearsal=1.
+REHEARSAL = config_flag("rehearsal")
+SELECTION = sw.load_or_exit(
+    workflow.basedir, CLUSTER, ONLY, REHEARSAL, workflow.is_main_process
+)
 
 
 envvars:
@@ -32,7 +43,7 @@ def plan_resources():
     """Slurm resources straight from the point's plan; none when nothing submits jobs
     (each resource costs Snakemake ~0.3 ms per job and a column in every dry-run job).
     """
-    if SELECTION.cluster.launcher == "local":
+    if workflow.is_main_process and SELECTION.cluster.launcher == "local":
         return {}
 
     def pick(key):
@@ -60,6 +71,16 @@ def selected_results(wildcards=None):
     """Every selected point; with --config partial=1 only those that have a result
     (the summary then lists the others as missing, with the last failure's reason)."""
     results = [p.result for p in SELECTION.points]
-    if str(config.get("partial", "")).lower() in ("1", "true", "yes"):
+    if config_flag("partial"):
         return [r for r in results if os.path.exists(os.path.join(workflow.basedir, r))]
     return results
+
+
+def rehearsal_plan(wildcards):
+    """A rehearsal point's plan; rehearsal plans exist only with --config rehearsal=1."""
+    if not REHEARSAL:
+        raise WorkflowError(
+            f"results/rehearsal/{wildcards.recipe}/c{wildcards.conc}.json is a rehearsal target: "
+            "add --config rehearsal=1"
+        )
+    return sw.Selection.plan_file(wildcards.recipe, int(wildcards.conc), rehearsal=True)

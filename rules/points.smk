@@ -23,7 +23,7 @@ rule point:
 # the engines replaced by the mocker on this host (durations capped).
 rule rehearse_point:
     input:
-        plan=".plans/rehearsal/{recipe}/c{conc}.json",
+        plan=rehearsal_plan,
     output:
         result="results/rehearsal/{recipe}/c{conc}.json",
     log:

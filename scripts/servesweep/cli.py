@@ -16,8 +16,8 @@ def _recipe_files(files: list[str]) -> list[Path]:
 
 
 def cmd_validate(a) -> int:
-    from .cluster import all_clusters
-    from .recipe import load_recipes
+    from .render.cluster import all_clusters
+    from .render.recipe import load_recipes
 
     clusters = all_clusters()
     if a.cluster and a.cluster not in clusters:
@@ -32,9 +32,10 @@ def cmd_validate(a) -> int:
 
 
 def cmd_plan(a) -> int:
-    from .cluster import all_clusters
-    from .plan import pretty, render
-    from .recipe import load_recipes
+    from .render.cluster import all_clusters
+    from .encode import pretty
+    from .render.plan import render
+    from .render.recipe import load_recipes
 
     clusters = all_clusters()
     recipes, problems = load_recipes([Path(a.recipe)], clusters, a.cluster)
@@ -51,13 +52,13 @@ def cmd_plan(a) -> int:
 
 
 def cmd_run_point(a) -> int:
-    from .driver import run_point
+    from .run.driver import run_point
 
     return run_point(Path(a.plan), Path(a.result), log_dir=Path(a.log_dir) if a.log_dir else None)
 
 
 def cmd_summary(a) -> int:
-    from .summary import build_summary
+    from .report.summary import build_summary
 
     build_summary(
         results=[Path(p) for p in a.results],

@@ -5,33 +5,34 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..contract import Plan
+from ..encode import num_arg
 from . import metrics
-from .engines import num_arg
 from .spawn import Context
 
 
-def aiperf_argv(plan: dict, ctx: Context, artifact_dir: Path, server_metrics: list[str]) -> list[str]:
-    b = plan["benchmark"]
-    argv = [b["aiperf"], "profile", "--model", plan["model"]["name"]]
-    argv += ["--url", ctx.resolve(plan["client_url"], "")]
-    argv += ["--endpoint-type", b["endpoint"]]
-    if b["streaming"]:
+def aiperf_argv(plan: Plan, ctx: Context, artifact_dir: Path, server_metrics: list[str]) -> list[str]:
+    b = plan.benchmark
+    argv = [b.aiperf, "profile", "--model", plan.model["name"]]
+    argv += ["--url", ctx.resolve(plan.client_url, "")]
+    argv += ["--endpoint-type", b.endpoint]
+    if b.streaming:
         argv.append("--streaming")
-    argv += ["--concurrency", str(b["concurrency"])]
-    if b.get("tokenizer"):
-        argv += ["--tokenizer", b["tokenizer"]]
+    argv += ["--concurrency", str(b.concurrency)]
+    if b.tokenizer:
+        argv += ["--tokenizer", b.tokenizer]
     argv += ["--use-server-token-count", "--no-gpu-telemetry", "--ui-type", "none"]
     argv += ["--artifact-dir", str(artifact_dir)]
-    if b.get("duration_s"):
-        argv += ["--benchmark-duration", num_arg(b["duration_s"]), "--benchmark-grace-period", "30"]
-    if b.get("request_count"):
-        argv += ["--request-count", str(b["request_count"])]
-    w = b.get("warmup") or {}
+    if b.duration_s:
+        argv += ["--benchmark-duration", num_arg(b.duration_s), "--benchmark-grace-period", "30"]
+    if b.request_count:
+        argv += ["--request-count", str(b.request_count)]
+    w = b.warmup
     if w.get("requests"):
         argv += ["--warmup-request-count", str(w["requests"])]
     if w.get("duration_s"):
         argv += ["--warmup-duration", num_arg(w["duration_s"])]
-    ds = b["dataset"]
+    ds = b.dataset
     if ds["kind"] == "synthetic":
         argv += ["--synthetic-input-tokens-mean", str(ds["isl"]), "--output-tokens-mean", str(ds["osl"])]
         if ds.get("isl_stddev"):
@@ -45,20 +46,19 @@ def aiperf_argv(plan: dict, ctx: Context, artifact_dir: Path, server_metrics: li
             argv.append("--fixed-schedule")
     else:
         argv += ["--input-file", ds["path"], "--custom-dataset-type", "multi_turn"]
-    if b.get("session_header"):
-        argv += ["--session-header", b["session_header"]]
+    if b.session_header:
+        argv += ["--session-header", b.session_header]
     if server_metrics:
         argv += ["--server-metrics", *server_metrics]
     return argv
 
 
-def aiperf_env(plan: dict, run_dir: Path, tmp: Path, base: dict) -> dict:
+def aiperf_env(plan: Plan, run_dir: Path, tmp: Path, base: dict) -> dict:
     """aiperf's env. ``tmp`` must be a short path: aiperf puts ZMQ IPC sockets
     under TMPDIR and a Unix socket path is limited to 107 bytes."""
     env = dict(base)
-    b = plan["benchmark"]
-    if b.get("hf_home"):
-        env["HF_HOME"] = str(Path(b["hf_home"]).resolve())
+    if plan.benchmark.hf_home:
+        env["HF_HOME"] = str(Path(plan.benchmark.hf_home).resolve())
         env["HF_HUB_OFFLINE"] = "1"
     env["TMPDIR"] = str(tmp)
     env["XDG_CACHE_HOME"] = str(run_dir / "cache")

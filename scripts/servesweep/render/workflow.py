@@ -1,22 +1,27 @@
 """What the Snakefile needs, in one place: the selection, plan paths, resources.
 
-Runs at DAG-build time in every snakemake process (also the nested ones a
-cluster job starts), so everything here is idempotent: plans are written only
-when their canonical JSON changes, atomically.
+Validation and rendering run only in the main snakemake process (plans are
+written only when their canonical JSON changes, atomically). The nested
+snakemake a cluster job starts reads the plan it was submitted with
+(:class:`SubmittedPlans`): a recipe edited or broken while jobs wait in the
+queue changes nothing they run.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..encode import canonical
+from ..errors import InputError, Problem
+from ..files import write_if_changed
+from ..yamlio import ParseCache
 from .cluster import all_clusters
-from .errors import InputError, Problem
-from .files import write_if_changed
-from .plan import canonical, layout, render_point
+from .plan import layout, render_point
 from .recipe import Recipe, load_recipes
-from .yamlio import ParseCache
+from .topology import PlacementError
 
 PLANS = ".plans"
 YAML_CACHE = ".snakemake/servesweep/recipes-parsed.json"
@@ -96,6 +101,12 @@ class Selection:
 
     def _render(self, recipe: str, conc: int, rehearsal: bool) -> tuple[dict, str]:
         """(plan, its canonical text)."""
+        try:
+            return self._render_or_raise(recipe, conc, rehearsal)
+        except PlacementError as e:
+            raise InputError([Problem(self.recipes[recipe].source, f, r) for f, r in e.issues]) from None
+
+    def _render_or_raise(self, recipe: str, conc: int, rehearsal: bool) -> tuple[dict, str]:
         r = self.recipes[recipe]
         if rehearsal:  # the recipe's own layout (selected cluster if it runs there), run locally
             own = self.cluster if self.cluster.name in r.clusters else self.clusters[r.clusters[0]]
@@ -129,18 +140,46 @@ class Selection:
         }
 
     def write_selection(self) -> str:
-        path = f"{PLANS}/selection-{self.cluster.name}.json"
+        path = selection_file(self.cluster.name)
         write_if_changed(self.root / path, canonical(self.selection_doc()))
         return path
 
 
-def load_or_exit(root: Path, cluster: str, only: list[str] | None = None, rehearsal: bool = False) -> Selection:
-    """For the Snakefile: validate, write the plans; a clean report and exit 2 instead of a traceback."""
+def selection_file(cluster: str) -> str:
+    return f"{PLANS}/selection-{cluster}.json"
+
+
+class SubmittedPlans:
+    """The nested snakemake of a cluster job: no validation, no rendering, no writing.
+
+    It runs one point whose plan the main process wrote when it submitted the job, and
+    takes the job's resources from that plan file.
+    """
+
+    def __init__(self, root: Path, cluster: str):
+        self.root, self.points = Path(root), []
+        self.cluster_name = cluster
+
+    def resources(self, recipe: str, conc: int) -> dict:
+        return json.loads((self.root / Selection.plan_file(recipe, conc)).read_text())["resources"]
+
+    def write_selection(self) -> str:
+        return selection_file(self.cluster_name)
+
+
+def load_or_exit(
+    root: Path, cluster: str, only: list[str] | None = None, rehearsal: bool = False, main_process: bool = True
+) -> Selection | SubmittedPlans:
+    """For the Snakefile: validate, write the plans; a clean report and exit 2 instead of a traceback.
+    In a job's nested snakemake, only read what the main process wrote."""
+    if not main_process:
+        return SubmittedPlans(root, cluster)
     try:
         sel = Selection(root, cluster, only)
         sel.write_plans()
         if rehearsal:
             sel.write_plans(rehearsal=True)
+        sel.write_selection()
         return sel
     except InputError as e:
         print(e.report(), file=sys.stderr)

@@ -13,6 +13,7 @@ import json
 import time
 from dataclasses import dataclass, field
 
+from ..contract import Plan
 from .metrics import http_get, http_post_json
 from .spawn import Context, Handle
 
@@ -40,6 +41,8 @@ def _health_ok(status: int, body: str) -> bool:
         doc = json.loads(body)
     except ValueError:
         return True  # plain vllm: 200 with an empty body
+    if str(doc.get("health", "")).lower() == "true":  # etcd
+        return True
     return str(doc.get("status", "")).lower() in ("ready", "healthy", "ok")
 
 
@@ -72,13 +75,43 @@ class Readiness:
     smoke_tokens: int = 0
 
 
-def wait_ready(plan: dict, ctx: Context, handles: list[Handle], timeout_s: float, say=print) -> Readiness:
-    procs = {p["name"]: p for p in plan["processes"]}
-    model = plan["model"]["name"]
-    fe = plan["frontend"]
-    client = ctx.resolve(plan["client_url"], "")
-    expect = plan["expect_registrations"]
-    checks = {n: ctx.url(p["health_url"], n) for n, p in procs.items() if p["health_url"]}
+def wait_healthy(names: list[str], ctx: Context, handles: list[Handle], deadline: float, say=print) -> dict:
+    """Wait until each named process's /health is ready; {name: monotonic time}."""
+    urls = {n: ctx.url(ctx.processes[n].health_url, n) for n in names if ctx.processes[n].health_url}
+    healthy: dict[str, float] = {}
+    while True:
+        check_alive(handles, "during startup")
+        for name, url in urls.items():
+            if name not in healthy and _health_ok(*http_get(url, timeout=1.0)):
+                healthy[name] = time.monotonic()
+        if len(healthy) == len(urls):
+            return healthy
+        if time.monotonic() > deadline:
+            waiting = ", ".join(n for n in urls if n not in healthy)
+            raise PointFailed(f"not healthy in time: {waiting}")
+        time.sleep(0.05)
+
+
+def _frontend_registrations(plan: Plan, ctx: Context) -> dict[str, dict[str, int]]:
+    """Each frontend's registrations as it counts them; more than the plan has is an error."""
+    seen = {}
+    for fe in plan.frontends:
+        status, body = http_get(ctx.url("http://{addr:self}:{port:self.http}/health", fe), timeout=1.0)
+        seen[fe] = registrations(body) if status == 200 else {}
+        extra = {c: n for c, n in seen[fe].items() if n > plan.expect_registrations.get(c, 0)}
+        if extra:
+            raise PointFailed(
+                f"{fe} sees more registrations than the plan has ({seen[fe]} vs {plan.expect_registrations}): "
+                "another stack shares this discovery state"
+            )
+    return seen
+
+
+def wait_ready(plan: Plan, ctx: Context, handles: list[Handle], timeout_s: float, say=print) -> Readiness:
+    model = plan.model["name"]
+    client = ctx.resolve(plan.client_url, "")
+    expect = plan.expect_registrations
+    checks = {p.name: ctx.url(p.health_url, p.name) for p in plan.processes if p.health_url}
     r = Readiness(time.monotonic())
     deadline = r.started + timeout_s
     delay, last_msg, seen, listed = 0.02, "", {}, False
@@ -88,35 +121,29 @@ def wait_ready(plan: dict, ctx: Context, handles: list[Handle], timeout_s: float
         for name, url in checks.items():
             if name not in r.healthy_at and _health_ok(*http_get(url, timeout=1.0)):
                 r.healthy_at[name] = time.monotonic()
-        if fe and fe in r.healthy_at:
-            status, body = http_get(f"{client}/health", timeout=1.0)
-            seen = registrations(body) if status == 200 else {}
-            extra = {c: n for c, n in seen.items() if n > expect.get(c, 0)}
-            if extra:
-                raise PointFailed(
-                    f"frontend sees more registrations than the plan has ({seen} vs {expect}): "
-                    "another stack shares this discovery state"
-                )
-        if not fe:
-            seen = dict(expect)
-        if seen == expect and r.registered_at is None and len(r.healthy_at) == len(checks):
+        if all(fe in r.healthy_at for fe in plan.frontends):
+            seen = _frontend_registrations(plan, ctx)
+        all_registered = all(s == expect for s in seen.values()) if plan.frontends else True
+        if all_registered and r.registered_at is None and len(r.healthy_at) == len(checks):
             r.registered_at = time.monotonic()
         if r.registered_at is not None and not listed:
             listed = model_listed(http_get(f"{client}/v1/models", timeout=1.0)[1], model)
         if listed:
-            tokens = smoke(client, model, plan["benchmark"]["endpoint"])
+            tokens = smoke(client, model, plan.benchmark.endpoint)
             if tokens > 0:
                 r.smoke_at, r.smoke_tokens = time.monotonic(), tokens
                 say(
-                    f"ready: {len(checks)} processes healthy, registrations {seen}, smoke request "
-                    f"returned {tokens} tokens ({r.smoke_at - r.started:.1f} s)"
+                    f"ready: {len(checks)} processes healthy, registrations {seen or expect} "
+                    f"(expected {expect} on each frontend), smoke request returned {tokens} tokens "
+                    f"({r.smoke_at - r.started:.1f} s)"
                 )
                 return r
         waiting = [n for n in checks if n not in r.healthy_at]
         msg = "waiting for: "
         msg += ", ".join(f"{n} /health" for n in waiting) if waiting else "all /health ready"
-        if fe:
-            msg += f"; frontend registrations {seen or {}} of {expect}"
+        if plan.frontends:
+            shown = seen.get(plan.frontends[0], {}) if len(seen) <= 1 else seen
+            msg += f"; frontend registrations {shown} of {expect}"
             msg += "; model listed" if listed else "; model not listed yet"
         if msg != last_msg:
             say(f"ready: {msg}")

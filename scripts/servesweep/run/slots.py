@@ -1,10 +1,7 @@
-"""Every port any process binds.
+"""Port slots at run time: every port of a plan shifted by ``slot * port_block``.
 
-Rendering assigns ports from the cluster's ``port_base`` in plan order, so a
-plan is deterministic. At run time the driver picks a free *slot* and shifts
-every port by ``slot * port_block``: two points on one host never share a
-port. A slot is held by an exclusive ``flock`` for the whole point, and each
-port is probed with a bind before anything starts.
+A slot is held by an exclusive ``flock`` for the whole stack, and each port is
+probed with a bind before anything starts: two stacks on one host never share a port.
 """
 
 from __future__ import annotations
@@ -13,38 +10,7 @@ import fcntl
 import os
 import socket
 import zlib
-from dataclasses import dataclass
 from pathlib import Path
-
-# Every port stays below 32768: Dynamo parses DYN_SYSTEM_PORT as a signed 16-bit
-# integer (measured: 40753 is rejected), and Linux hands out 32768+ as ephemeral ports.
-PORT_LIMIT = 32768
-
-
-def usable_slots(base: int, block: int, slots: int) -> int:
-    """How many of `slots` blocks fit below PORT_LIMIT."""
-    return max(0, min(slots, (PORT_LIMIT - base) // block))
-
-
-@dataclass(frozen=True)
-class Port:
-    name: str
-    number: int
-    count: int = 1  # a block, e.g. KV-event ports base + dp_rank
-
-
-class PortAllocator:
-    def __init__(self, base: int, block: int):
-        self.base, self.block, self.next = base, block, base
-
-    def take(self, name: str, count: int = 1) -> Port:
-        p = Port(name, self.next, count)
-        self.next += count
-        return p
-
-    @property
-    def used(self) -> int:
-        return self.next - self.base
 
 
 class PortsBusy(Exception):
@@ -66,7 +32,7 @@ def default_lock_dir() -> Path:
 
 
 class SlotLease:
-    """Hold one port slot for the life of a point."""
+    """Hold one port slot for the life of a stack."""
 
     def __init__(self, slot: int, fd: int):
         self.slot, self._fd = slot, fd

@@ -14,12 +14,16 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
 
-REF = re.compile(r"\{(addr|port):([A-Za-z0-9_.-]+)\}|\{(job_id|run_dir|servesweep_python)\}")
+from ..contract import Process
+
+REF = re.compile(
+    r"\{(addr|port|rank_port):([A-Za-z0-9_.-]+)\}|\{(job_id|run_dir|workdir|namespace|servesweep_python)\}"
+)
 # Runs first in every srun step (a constant script; the process argv follows
 # unchanged as "$@"). Slurm sets the step's CUDA_VISIBLE_DEVICES to the job's
 # GPUs on that node; the plan's slice (SERVESWEEP_GPUS) indexes into that list.
@@ -70,35 +74,46 @@ class Context:
     port_shift: int
     job_id: str
     run_dir: Path
-    processes: dict  # name -> plan process dict
+    processes: dict[str, Process]
     servesweep_python: str = sys.executable
+    workdir: Path = field(default_factory=Path.cwd)
+
+    @property
+    def namespace(self) -> str:
+        """This stack's own Dynamo namespace: concurrent stacks never see each other."""
+        return re.sub(r"[^a-z0-9]+", "-", f"ss-{self.job_id}-{self.port_shift}".lower()).strip("-")
 
     def addr(self, proc: str) -> str:
-        return self.node_addrs[self.processes[proc]["node"]]
+        return self.node_addrs[self.processes[proc].node]
 
-    def port(self, proc: str, name: str) -> int:
-        return self.processes[proc]["ports"][name]["port"] + self.port_shift
+    def port(self, proc: str, name: str, first_rank: bool = False) -> int:
+        block = self.processes[proc].ports[name]
+        return block.port + (block.offset if first_rank else 0) + self.port_shift
 
     def resolve(self, s: str, me: str) -> str:
+        simple = {
+            "job_id": self.job_id,
+            "run_dir": str(self.run_dir),
+            "workdir": str(self.workdir),
+            "namespace": self.namespace,
+            "servesweep_python": self.servesweep_python,
+        }
+
         def sub(m):
-            kind, arg, simple = m.group(1), m.group(2), m.group(3)
-            if simple == "job_id":
-                return self.job_id
-            if simple == "run_dir":
-                return str(self.run_dir)
-            if simple == "servesweep_python":
-                return self.servesweep_python
+            kind, arg, name = m.group(1), m.group(2), m.group(3)
+            if name:
+                return simple[name]
             if kind == "addr":
                 return self.addr(me if arg == "self" else arg)
             proc, _, port = arg.rpartition(".")
-            return str(self.port(me if proc == "self" else proc, port))
+            return str(self.port(me if proc == "self" else proc, port, kind == "rank_port"))
 
         return REF.sub(sub, s)
 
-    def argv(self, proc: dict) -> list[str]:
-        return [self.resolve(a, proc["name"]) for a in proc["argv"]]
+    def argv(self, proc: Process) -> list[str]:
+        return [self.resolve(a, proc.name) for a in proc.argv]
 
-    def env(self, proc: dict, base: dict | None = None, rehearsal: bool = False) -> tuple[dict, set[str]]:
+    def env(self, proc: Process, base: dict | None = None, rehearsal: bool = False) -> tuple[dict, set[str]]:
         """The process env and the names whose values are secret.
 
         Values by reference are read from the driver's environment only here, at
@@ -106,17 +121,17 @@ class Context:
         """
         env = dict(os.environ if base is None else base)
         secret = set()
-        for k, v in proc["env"].items():
+        for k, v in proc.env.items():
             if isinstance(v, dict):
                 if v["from_env"] not in os.environ:
                     if rehearsal:  # mockers need no credentials
                         continue
-                    raise MissingSecret(f"{proc['name']}: env {k} needs ${v['from_env']}, which is not set")
+                    raise MissingSecret(f"{proc.name}: env {k} needs ${v['from_env']}, which is not set")
                 env[k] = os.environ[v["from_env"]]
                 if v.get("secret", True):
                     secret.add(k)
             else:
-                env[k] = self.resolve(v, proc["name"])
+                env[k] = self.resolve(v, proc.name)
         return env, secret
 
     def url(self, template: str | None, me: str) -> str | None:
@@ -149,13 +164,13 @@ class LocalSpawner:
 
     kind = "local"
 
-    def command(self, proc: dict, argv: list[str], ctx: Context) -> list[str]:
+    def command(self, proc: Process, argv: list[str], ctx: Context) -> list[str]:
         return argv
 
-    def start(self, proc: dict, argv: list[str], env: dict, log_path: Path, cwd: Path) -> Handle:
+    def start(self, name: str, argv: list[str], env: dict, log_path: Path, cwd: Path) -> Handle:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(log_path, "ab", buffering=0)
-        banner = f"servesweep: process={proc['name']}\n"
+        banner = f"servesweep: process={name}\n"
         if self.kind == "local":  # srun steps print their own (STEP_SCRIPT)
             banner += "servesweep: node=local\n"
             if "CUDA_VISIBLE_DEVICES" in env:
@@ -174,7 +189,7 @@ class LocalSpawner:
             )
         finally:
             log.close()
-        return Handle(proc["name"], p, log_path)
+        return Handle(name, p, log_path)
 
 
 class SrunSpawner(LocalSpawner):
@@ -185,21 +200,24 @@ class SrunSpawner(LocalSpawner):
     def __init__(self, container: dict | None):
         self.container = container
 
-    def command(self, proc: dict, argv: list[str], ctx: Context) -> list[str]:
-        host = ctx.node_names[proc["node"]]
+    def command(self, proc: Process, argv: list[str], ctx: Context) -> list[str]:
+        host = ctx.node_names[proc.node]
         cmd = ["srun", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={host}", "--kill-on-bad-exit=1"]
-        cmd += [f"--job-name=servesweep-{proc['name']}", "--export=ALL"]
+        cmd += [f"--job-name=servesweep-{proc.name}", "--export=ALL"]
         if self.container:
+            # each step is its own container: the workflow dir (run dir, logs, discovery, caches) is mounted
+            # at the same path, and the step starts there
+            mounts = [ctx.resolve(m, proc.name) for m in self.container.get("mounts", [])]
             cmd += [f"--container-image={self.container['image']}", "--no-container-entrypoint"]
-            cmd += ["--no-container-mount-home"]
-            if self.container.get("mounts"):
-                cmd.append(f"--container-mounts={','.join(self.container['mounts'])}")
+            cmd += ["--no-container-mount-home", f"--container-workdir={ctx.workdir}"]
+            if mounts:
+                cmd.append(f"--container-mounts={','.join(mounts)}")
         return cmd + STEP_WRAPPER + argv
 
-    def start(self, proc: dict, argv: list[str], env: dict, log_path: Path, cwd: Path) -> Handle:
+    def start(self, name: str, argv: list[str], env: dict, log_path: Path, cwd: Path) -> Handle:
         env = dict(env)
         env["SERVESWEEP_GPUS"] = env.pop("CUDA_VISIBLE_DEVICES", "") or "none"  # srun drops empty values
-        return super().start(proc, argv, env, log_path, cwd)
+        return super().start(name, argv, env, log_path, cwd)
 
 
 def _tree(pid: int) -> list[psutil.Process]:

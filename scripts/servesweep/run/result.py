@@ -3,24 +3,17 @@
 from __future__ import annotations
 
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
+from ..contract import Plan
+from ..encode import canonical
+from ..files import write_if_changed
+from ..yamlio import schema_errors
 from . import bench, metrics
-from .files import write_if_changed
-from .plan import canonical
-from .yamlio import schema_errors
 
-RESULT_SCHEMA = "servesweep.result/1"
-ROOT = Path(__file__).resolve().parents[2]
-SLO_FIGURES = {
-    "ttft_p50_s": ("ttft_s", "p50"),
-    "ttft_p90_s": ("ttft_s", "p90"),
-    "ttft_p95_s": ("ttft_s", "p95"),
-    "ttft_p99_s": ("ttft_s", "p99"),
-    "itl_p50_ms": ("itl_ms", "p50"),
-    "itl_p99_ms": ("itl_ms", "p99"),
-    "request_latency_p99_s": ("request_latency_s", "p99"),
-}
+RESULT_SCHEMA = "servesweep.result/2"
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def git_commit() -> str | None:
@@ -37,7 +30,23 @@ def _ms_to_s(v):
     return None if v is None else v / 1000.0
 
 
-def figures(plan: dict, export: dict, before: dict, after: dict, fe_before, fe_after) -> tuple[dict, dict]:
+@dataclass(frozen=True)
+class Scrapes:
+    """Server metrics before and after the aiperf run: each worker's request counter, and
+    every frontend's samples (summed where a figure is stack-wide)."""
+
+    workers_before: dict
+    workers_after: dict
+    frontends_before: dict  # frontend -> samples or None
+    frontends_after: dict
+
+    @staticmethod
+    def merged(per_frontend: dict):
+        parts = list(per_frontend.values())
+        return None if not parts or any(p is None for p in parts) else [s for p in parts for s in p]
+
+
+def figures(plan: Plan, export: dict, sc: Scrapes) -> tuple[dict, dict]:
     """(figures, unmeasured reasons). Figures that could not be measured are None."""
     why: dict[str, str] = {}
     st = bench.stat
@@ -60,11 +69,13 @@ def figures(plan: dict, export: dict, before: dict, after: dict, fe_before, fe_a
     }
     if f["error_rate"] is None:
         why["error_rate"] = "no requests finished"
-    gpus = plan["gpus_total"]
+    gpus = plan.gpus_total
     f["output_tps_per_gpu"] = f["output_tps"] / gpus if f["output_tps"] is not None and gpus else None
     if f["output_tps_per_gpu"] is None:
         why["output_tps_per_gpu"] = "no output throughput" if gpus else "plan uses no GPUs"
-    # Prefix-cache share: the frontend's own counters over the benchmark window.
+    fe_before, fe_after = Scrapes.merged(sc.frontends_before), Scrapes.merged(sc.frontends_after)
+    before, after = sc.workers_before, sc.workers_after
+    # Prefix-cache share: the frontends' own counters over the benchmark window.
     share = None
     if fe_before is not None and fe_after is not None:
         cached = _delta(fe_before, fe_after, "dynamo_frontend_cached_tokens_sum")
@@ -84,6 +95,7 @@ def figures(plan: dict, export: dict, before: dict, after: dict, fe_before, fe_a
         if per_worker[name] is None:
             why[f"requests_per_worker.{name}"] = "worker metrics could not be scraped"
     f["requests_per_worker"] = per_worker
+    f["requests_per_frontend"] = _per_frontend(sc, why)
     # Server-side TTFT next to the client's: a large gap flags a client artifact.
     server = {"mean": None, "p50": None, "p95": None}
     if fe_before is not None and fe_after is not None:
@@ -106,21 +118,24 @@ def figures(plan: dict, export: dict, before: dict, after: dict, fe_before, fe_a
     return f, why
 
 
+def _per_frontend(sc: Scrapes, why: dict) -> dict:
+    out = {}
+    for fe, a in sc.frontends_after.items():
+        b = sc.frontends_before.get(fe)
+        out[fe] = _delta(b, a, "dynamo_frontend_requests_total") if a is not None and b is not None else None
+        if out[fe] is None:
+            why[f"requests_per_frontend.{fe}"] = "frontend metrics could not be scraped"
+        else:
+            out[fe] = int(out[fe])
+    return out
+
+
 def _delta(before, after, name):
     a, b = metrics.total(after, name), metrics.total(before, name)
     return None if a is None else a - (b or 0.0)
 
 
-def slo_verdicts(slo: dict, f: dict) -> dict:
-    verdicts = []
-    for key, limit in sorted(slo.items()):
-        group, q = SLO_FIGURES[key]
-        value = f[group][q]
-        verdicts.append({"slo": key, "limit": limit, "value": value, "met": value is not None and value <= limit})
-    return {"verdicts": verdicts, "met": all(v["met"] for v in verdicts) if verdicts else None}
-
-
-def gate(plan: dict, export: dict, f: dict, aiperf_rc: int) -> list[str]:
+def gate(plan: Plan, export: dict, f: dict, aiperf_rc: int) -> list[str]:
     """Reasons this run is not a valid result (empty list: valid)."""
     reasons = []
     if aiperf_rc != 0:
@@ -134,7 +149,7 @@ def gate(plan: dict, export: dict, f: dict, aiperf_rc: int) -> list[str]:
         reasons.append("aiperf reports the run is incomplete")
     if not f["output_tokens_total"]:
         reasons.append("the run produced zero output tokens")
-    limit = plan["validity"]["max_error_rate"]
+    limit = plan.validity["max_error_rate"]
     if f["error_rate"] is None:
         reasons.append("no request completed")
     elif f["error_rate"] > limit:
@@ -166,3 +181,61 @@ def write_result(path: Path, doc: dict) -> None:
     if problems:
         raise ValueError("result does not match schemas/result.schema.yaml: " + "; ".join(problems[:5]))
     write_if_changed(path, canonical(doc))
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What only the run knows about a point, for its result's identity and timings."""
+
+    job_id: str
+    hosts: list[str]
+    start_time: str
+    end_time: str
+    engine_version: str | None
+    timings_s: dict
+    artifacts: str
+
+
+def document(plan: Plan, figs: dict, why: dict, export: dict, run: RunFacts) -> dict:
+    """The result file's content (schemas/result.schema.yaml). SLO verdicts are the summary's:
+    they follow the recipe's current SLO, which is not part of the plan."""
+    warm = plan.benchmark.warmup.get("requests", 0)
+    identity = {
+        "recipe": plan.recipe,
+        "concurrency": plan.concurrency,
+        "point": plan.point,
+        "cluster": plan.cluster,
+        "run_cluster": plan.run_cluster,
+        "rehearsal": plan.rehearsal,
+        "plan_fingerprint": plan.fingerprints["plan"],
+        "curve_fingerprint": plan.fingerprints["curve"],
+        "image": plan.image,
+        "engine": plan.engine,
+        "recipe_engine": plan.recipe_engine,
+        "model": plan.model["name"],
+        "scenario": plan.benchmark.scenario,
+        "topology": plan.topology,
+        "discovery": plan.discovery["backend"],
+        "job_id": run.job_id,
+        "hosts": run.hosts,
+        "start_time": run.start_time,
+        "end_time": run.end_time,
+        "tools": {"aiperf": export.get("aiperf_version"), "engine": run.engine_version, "servesweep": git_commit()},
+    }
+    counting = {
+        "requests_per_worker": (
+            f"delta of each worker's dynamo_component_requests_total over the aiperf run: includes "
+            f"{warm} warm-up requests and failed requests, excludes the readiness smoke request"
+        ),
+        "requests_per_frontend": "delta of each frontend's dynamo_frontend_requests_total over the aiperf run",
+        "cache_read_share": "frontends' cached_tokens / input_sequence_tokens over the aiperf run",
+    }
+    return {
+        "schema": RESULT_SCHEMA,
+        "identity": identity,
+        "figures": figs,
+        "unmeasured": why,
+        "counting": counting,
+        "timings_s": run.timings_s,
+        "artifacts": run.artifacts,
+    }

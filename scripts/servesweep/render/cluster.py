@@ -10,11 +10,11 @@ import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import InputError, Problem
+from ..errors import InputError, Problem
+from ..yamlio import load_yaml, schema_problems
 from .ports import PORT_LIMIT
-from .yamlio import load_yaml, schema_problems
 
-PACKAGE_PROFILES = Path(__file__).resolve().parents[2] / "profiles"
+PACKAGE_PROFILES = Path(__file__).resolve().parents[3] / "profiles"
 
 
 def default_profiles_dir() -> Path:
@@ -40,6 +40,7 @@ class Cluster:
     hf_home: str | None = None
     tokenizer: str | None = None
     placeholders: dict = field(default_factory=dict, hash=False, compare=False)
+    control_plane: dict = field(default_factory=dict, hash=False, compare=False)
     readiness_timeout_s: float = 900.0
     runtime_margin_s: float = 300.0
     port_base: int = 20000
@@ -79,6 +80,7 @@ def _from_doc(doc: dict, source: str) -> Cluster:
         container_runtime=container.get("runtime"),
         container_mounts=tuple(container.get("mounts", ())),
         placeholders={k: str(v) for k, v in (doc.get("placeholders") or {}).items()},
+        control_plane=dict(doc.get("control_plane") or {}),
         rehearsal_max_duration_s=rehearsal.get("max_duration_s", 20.0),
         rehearsal_max_concurrency=rehearsal.get("max_concurrency", 32),
         **kwargs,

@@ -8,13 +8,9 @@ per_worker (one), per_node (one per node it spans), per_gpu (one per DP rank).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
 from .cluster import Cluster
-
-if TYPE_CHECKING:
-    from .recipe import Role
 
 
 class PlacementError(Exception):
@@ -24,20 +20,35 @@ class PlacementError(Exception):
 
 
 @dataclass(frozen=True)
-class Worker:
-    """Logical worker: what the recipe asks for."""
+class Role:
+    """One worker kind of a topology, as the recipe states it."""
 
-    role: str
-    index: int
-    tp: int
-    dp: int
-    pp: int
-    ep: bool
-    launch: str
+    name: str  # agg | prefill | decode
+    field: str  # where it lives in the recipe, for messages
+    workers: int
+    tp: int = 1
+    dp: int = 1
+    pp: int = 1
+    ep: bool = False
+    launch: str = "per_worker"
+    args: tuple = ()
+    env: dict = field(default_factory=dict, hash=False, compare=False)
 
     @property
-    def gpus(self) -> int:
+    def gpus_per_worker(self) -> int:
         return self.tp * self.dp * self.pp
+
+
+@dataclass(frozen=True)
+class Worker:
+    """A logical worker: a role plus its index (one replica, or one prefill/decode worker)."""
+
+    role: Role
+    index: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.role.name}-{self.index}"
 
 
 @dataclass(frozen=True)
@@ -51,12 +62,12 @@ class Slot:
     gpus: tuple[int, ...]
     dp_start: int  # first DP rank this process hosts
     dp_local: int  # DP ranks this process hosts
-    leader: bool  # registers with the frontend / owns the worker's API
+    leader: bool  # hosts DP rank 0 (binds the DP RPC port others connect to)
 
     @property
     def name(self) -> str:
-        base = f"{self.worker.role}-{self.worker.index}"
-        if self.worker.launch == "per_gpu":
+        base = self.worker.name
+        if self.worker.role.launch == "per_gpu":
             return f"{base}-r{self.dp_start}"
         if self.parts > 1:
             return f"{base}-n{self.part}"
@@ -65,11 +76,12 @@ class Slot:
 
 def _worker_slots(w: Worker, node_gpus: list[tuple[int, tuple[int, ...]]]) -> list[Slot]:
     """Split a worker's GPUs (a list of (node, gpu ids)) into process slots."""
-    if w.launch == "per_gpu":
+    role = w.role
+    if role.launch == "per_gpu":
         flat = [(n, g) for n, gs in node_gpus for g in gs]
-        return [Slot(w, i, len(flat), n, (g,), dp_start=i, dp_local=1, leader=True) for i, (n, g) in enumerate(flat)]
-    if w.launch == "per_node" and len(node_gpus) > 1:
-        per_node_dp = max(w.dp // len(node_gpus), 1)
+        return [Slot(w, i, len(flat), n, (g,), dp_start=i, dp_local=1, leader=i == 0) for i, (n, g) in enumerate(flat)]
+    if role.launch == "per_node" and len(node_gpus) > 1:
+        per_node_dp = max(role.dp // len(node_gpus), 1)
         return [
             Slot(
                 w,
@@ -77,19 +89,19 @@ def _worker_slots(w: Worker, node_gpus: list[tuple[int, tuple[int, ...]]]) -> li
                 len(node_gpus),
                 n,
                 gs,
-                dp_start=min(i * per_node_dp, w.dp - 1),
-                dp_local=per_node_dp if w.dp >= len(node_gpus) else w.dp,
+                dp_start=min(i * per_node_dp, role.dp - 1),
+                dp_local=per_node_dp if role.dp >= len(node_gpus) else role.dp,
                 leader=i == 0,
             )
             for i, (n, gs) in enumerate(node_gpus)
         ]
     (n, gs), *_ = node_gpus
     all_gpus = tuple(g for _, gg in node_gpus for g in gg)
-    return [Slot(w, 0, 1, n, all_gpus if len(node_gpus) == 1 else gs, 0, w.dp, True)]
+    return [Slot(w, 0, 1, n, all_gpus if len(node_gpus) == 1 else gs, 0, role.dp, True)]
 
 
 def workers(roles: list[Role]) -> list[Worker]:
-    return [Worker(r.name, i, r.tp, r.dp, r.pp, r.ep, r.launch) for r in roles for i in range(r.workers)]
+    return [Worker(r, i) for r in roles for i in range(r.workers)]
 
 
 def place(roles: list[Role], cluster: Cluster) -> list[Slot]:
@@ -124,15 +136,16 @@ def place(roles: list[Role], cluster: Cluster) -> list[Slot]:
     slots: list[Slot] = []
     node, used = 0, 0  # current node and GPUs used on it
     for w in workers(roles):
-        if w.gpus <= gpn:
-            if used + w.gpus > gpn:
+        g = w.role.gpus_per_worker
+        if g <= gpn:
+            if used + g > gpn:
                 node, used = node + 1, 0
-            node_gpus = [(node, tuple(range(used, used + w.gpus)))]
-            used += w.gpus
+            node_gpus = [(node, tuple(range(used, used + g)))]
+            used += g
         else:
             if used:
                 node, used = node + 1, 0
-            span = w.gpus // gpn
+            span = g // gpn
             node_gpus = [(node + k, tuple(range(gpn))) for k in range(span)]
             node, used = node + span - 1, gpn
         slots += _worker_slots(w, node_gpus)

@@ -11,35 +11,16 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import engines
+from ..errors import InputError, Problem
+from ..yamlio import ParseCache, load_yaml, schema_problems
+from . import engines, topology
 from .cluster import Cluster
-from .errors import InputError, Problem
-from .yamlio import ParseCache, load_yaml, schema_problems
+from .topology import Role
 
 # {name} placeholders; JSON objects ({"k": ...}) never match.
 PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 RUNTIME_PLACEHOLDERS = frozenset({"job_id", "run_dir"})
 RESERVED_REF = re.compile(r"\{(?:port|addr):[^}]*\}|\{servesweep_python\}")
-
-
-@dataclass(frozen=True)
-class Role:
-    """One worker kind of a topology, as the recipe states it."""
-
-    name: str  # agg | prefill | decode
-    field: str  # where it lives in the recipe, for messages
-    workers: int
-    tp: int = 1
-    dp: int = 1
-    pp: int = 1
-    ep: bool = False
-    launch: str = "per_worker"
-    args: tuple = ()
-    env: dict = field(default_factory=dict, hash=False, compare=False)
-
-    @property
-    def gpus_per_worker(self) -> int:
-        return self.tp * self.dp * self.pp
 
 
 @dataclass(frozen=True)
@@ -231,8 +212,6 @@ def semantic_problems(recipe: Recipe, stem: str | None) -> list[Problem]:
 
 def cluster_problems(recipe: Recipe, cluster: Cluster) -> list[Problem]:
     """Meaning checks against one cluster: placeholders and placement."""
-    from . import topology
-
     out = []
     for name, fields in sorted(placeholders_in(recipe.doc).items()):
         if name in RUNTIME_PLACEHOLDERS or name in cluster.placeholders:

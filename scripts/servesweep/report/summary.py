@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 from tabulate import tabulate
 
-from .files import write_if_changed
+from ..files import write_if_changed
 
 # figure -> (label, higher is better) for the baseline comparison
 DELTA_FIGURES = {
@@ -25,10 +25,32 @@ DELTA_FIGURES = {
 }
 
 
-def flatten(doc: dict, path: str) -> dict:
+SLO_FIGURES = {
+    "ttft_p50_s": ("ttft_s", "p50"),
+    "ttft_p90_s": ("ttft_s", "p90"),
+    "ttft_p95_s": ("ttft_s", "p95"),
+    "ttft_p99_s": ("ttft_s", "p99"),
+    "itl_p50_ms": ("itl_ms", "p50"),
+    "itl_p99_ms": ("itl_ms", "p99"),
+    "request_latency_p99_s": ("request_latency_s", "p99"),
+}
+
+
+def slo_verdicts(slo: dict, f: dict) -> dict:
+    """A result's figures against an SLO: the recipe's current one, so an SLO edit needs no rerun."""
+    verdicts = []
+    for key, limit in sorted(slo.items()):
+        group, q = SLO_FIGURES[key]
+        value = f[group][q]
+        verdicts.append({"slo": key, "limit": limit, "value": value, "met": value is not None and value <= limit})
+    return {"verdicts": verdicts, "met": all(v["met"] for v in verdicts) if verdicts else None}
+
+
+def flatten(doc: dict, path: str, slo: dict) -> dict:
     i, f = doc["identity"], doc["figures"]
     workers = {k: v for k, v in f["requests_per_worker"].items() if v is not None}
-    miss = [v for v in doc["slo"]["verdicts"] if not v["met"]]
+    verdict = slo_verdicts(slo, f)
+    miss = [v for v in verdict["verdicts"] if not v["met"]]
     return {
         "scenario": i["scenario"],
         "recipe": i["recipe"],
@@ -66,7 +88,7 @@ def flatten(doc: dict, path: str) -> dict:
         "worker_max": max(workers.values()) if workers else None,
         "server_ttft_mean_s": f["server_ttft_s"]["mean"],
         "ttft_gap_s": f["ttft_gap_s"],
-        "slo_met": doc["slo"]["met"],
+        "slo_met": verdict["met"],
         "slo_missed": "; ".join(f"{v['slo']} {_g(v['value'])} > {_g(v['limit'])}" for v in miss),
         "result": path,
     }
@@ -80,11 +102,13 @@ def _g(x) -> str:
     return "n/a" if x is None else f"{x:.3g}"
 
 
-def load_results(paths: list[Path]) -> pd.DataFrame:
+def load_results(paths: list[Path], slos: dict) -> pd.DataFrame:
+    """One row per result; SLO verdicts against ``slos`` (recipe -> its current SLO)."""
     rows = []
     for p in paths:
         with open(p) as fh:
-            rows.append(flatten(json.load(fh), str(p)))
+            doc = json.load(fh)
+        rows.append(flatten(doc, str(p), slos.get(doc["identity"]["recipe"]) or {}))
     return pd.DataFrame(rows)
 
 
@@ -291,8 +315,8 @@ def build_summary(results: list[Path], selection: Path, out_md: Path, baseline: 
     sel = json.loads(Path(selection).read_text())
     root = Path.cwd()
     md_dir = out_md.parent
-    df = load_results(results)
     slos = {p["recipe"]: p["slo"] for p in sel["points"]}
+    df = load_results(results, slos)
     parts = [f"# servesweep summary: cluster `{sel['cluster']}`", ""]
     parts.append(f"{len(df)} of {len(sel['points'])} selected points have a result.")
     missing = missing_points(sel, set(df["result"]) if len(df) else set(), root)
@@ -322,7 +346,7 @@ def build_summary(results: list[Path], selection: Path, out_md: Path, baseline: 
         parts.append("None: every selected point has a result.")
     if baseline:
         base_files = sorted(Path(baseline).glob("*/c*.json"))
-        base = load_results(base_files) if base_files else pd.DataFrame()
+        base = load_results(base_files, slos) if base_files else pd.DataFrame()
         parts += ["", f"## Against baseline `{baseline}`", ""]
         parts.append(baseline_table(df, base) if len(base) and len(df) else "_Baseline has no results._")
     if len(df):

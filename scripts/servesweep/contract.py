@@ -1,0 +1,183 @@
+"""The plan: the typed contract between rendering and running.
+
+Render writes a plan as canonical JSON (``schemas/plan.schema.yaml``); the run side
+loads it here into frozen dataclasses and reads nothing else. Strings may hold
+runtime references (``{addr:NAME}``, ``{port:NAME.PORT}``, ``{port_base:NAME.PORT}``,
+``{job_id}``, ``{run_dir}``, ``{workdir}``, ``{servesweep_python}``) that only the
+run can resolve (``run.spawn.Context``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from .yamlio import schema_errors
+
+PLAN_SCHEMA = "servesweep.plan/2"
+CONTROL_ROLES = ("etcd", "nats")  # started first, on node 0; every other process needs them
+ENGINE_ROLES = ("agg", "prefill", "decode")
+
+
+class PlanError(Exception):
+    """A plan file the run side cannot use; the message names the file and why."""
+
+
+@dataclass(frozen=True)
+class PortBlock:
+    """``count`` ports reserved from ``port``; this process binds [port+offset, port+offset+width)."""
+
+    port: int
+    count: int = 1
+    offset: int = 0
+    width: int = 1
+
+    @property
+    def bound(self) -> range:
+        return range(self.port + self.offset, self.port + self.offset + self.width)
+
+    def to_json(self) -> dict:
+        return {"port": self.port, "count": self.count, "offset": self.offset, "width": self.width}
+
+
+@dataclass(frozen=True)
+class Process:
+    """One physical process of the stack, everything the run side needs to start and watch it."""
+
+    name: str
+    role: str  # etcd | nats | frontend | balancer | agg | prefill | decode
+    worker: int | None
+    node: int
+    gpus: tuple[int, ...]
+    ports: dict[str, PortBlock]
+    env: dict
+    argv: tuple[str, ...]
+    health_url: str | None
+    metrics_url: str | None
+    registers: dict[str, int]  # frontend component -> instances this process adds
+    headless: bool = False
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "role": self.role,
+            "worker": self.worker,
+            "node": self.node,
+            "gpus": list(self.gpus),
+            "ports": {k: p.to_json() for k, p in self.ports.items()},
+            "env": self.env,
+            "argv": list(self.argv),
+            "health_url": self.health_url,
+            "metrics_url": self.metrics_url,
+            "registers": self.registers,
+            "headless": self.headless,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict) -> Process:
+        return cls(
+            **{
+                **d,
+                "gpus": tuple(d["gpus"]),
+                "argv": tuple(d["argv"]),
+                "ports": {k: PortBlock(**v) for k, v in d["ports"].items()},
+            }
+        )
+
+    @property
+    def is_engine(self) -> bool:
+        return self.role in ENGINE_ROLES
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    endpoint: str
+    streaming: bool
+    concurrency: int
+    duration_s: float | None
+    request_count: int | None
+    warmup: dict
+    dataset: dict
+    session_header: str | None
+    scenario: str
+    aiperf: str
+    tokenizer: str | None
+    hf_home: str | None
+
+
+@dataclass(frozen=True)
+class Plan:
+    schema: str
+    recipe: str
+    recipe_file: str
+    cluster: str
+    run_cluster: str
+    launcher: str
+    rehearsal: bool
+    image: str | None
+    engine: str
+    recipe_engine: str
+    model: dict
+    dynamo: dict | None
+    setup: dict | None
+    topology: dict
+    nodes: int
+    gpus_total: int
+    processes: tuple[Process, ...]
+    client_url: str
+    frontends: tuple[str, ...]
+    balancer: dict | None  # {process, upstreams, session_header}: nginx in front of several frontends
+    expect_registrations: dict[str, int]
+    readiness: dict
+    validity: dict
+    container: dict | None
+    discovery: dict
+    ports: dict
+    resources: dict
+    benchmark: Benchmark
+    concurrency: int
+    point: int
+    fingerprints: dict
+
+    @classmethod
+    def from_json(cls, doc: dict) -> Plan:
+        return cls(
+            **{
+                **doc,
+                "processes": tuple(Process.from_json(p) for p in doc["processes"]),
+                "frontends": tuple(doc["frontends"]),
+                "benchmark": Benchmark(**doc["benchmark"]),
+            }
+        )
+
+    def process(self, name: str) -> Process:
+        return next(p for p in self.processes if p.name == name)
+
+    @property
+    def all_ports(self) -> list[int]:
+        """Every port any process of the plan binds (before the run's slot shift)."""
+        return sorted({n for p in self.processes for b in p.ports.values() for n in b.bound})
+
+
+FIELDS = tuple(f.name for f in fields(Plan))
+
+
+def load_plan(path: Path) -> Plan:
+    """Read a plan file: its version first (a clear error for another one), then its shape."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise PlanError(f"{path}: cannot read plan: {e}") from None
+    version = doc.get("schema") if isinstance(doc, dict) else None
+    if version != PLAN_SCHEMA:
+        raise PlanError(
+            f"{path}: schema: plan version {version!r} is not {PLAN_SCHEMA!r} (this servesweep's); "
+            "render it again with the same servesweep that runs it (rerun snakemake from the main process)"
+        )
+    errors = schema_errors(doc, "plan.schema.yaml")
+    if errors:
+        where = ".".join(map(str, errors[0].absolute_path)) or "(top)"
+        raise PlanError(f"{path}: {where}: {errors[0].message} (schemas/plan.schema.yaml)")
+    return Plan.from_json(doc)

@@ -1,0 +1,85 @@
+"""Pre-flight: every input and output a point needs, checked before an engine starts.
+
+In the job (``in_job``) every failed check is a problem and nothing starts. From the
+submitting host (the dry run) a Slurm plan's paths may live on cluster filesystems this
+host cannot see: those become notes saying what was left to the job.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from .contract import Plan
+from .errors import Problem
+
+
+class PreflightFailed(Exception):
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        super().__init__("pre-flight failed, nothing started:\n" + "\n".join(f"  {p}" for p in problems))
+
+
+def _host_path(path: str, workdir: Path, mounts: list[str]) -> Path | None:
+    """Where a path a process sees lies on the host (None: only inside the image)."""
+    if not mounts:
+        return workdir / path
+    for m in mounts:
+        host, inside = m.split(":")[:2]
+        if path == inside or path.startswith(inside.rstrip("/") + "/"):
+            return Path(host + path[len(inside.rstrip("/")) :])
+    return None
+
+
+def _executable(cmd: str, workdir: Path) -> bool:
+    if "/" not in cmd:
+        return shutil.which(cmd) is not None
+    p = workdir / cmd
+    return p.is_file() and os.access(p, os.X_OK)
+
+
+def _writable(path: Path) -> bool:
+    while not path.exists():
+        path = path.parent
+    return os.access(path, os.W_OK)
+
+
+def _checks(plan: Plan, workdir: Path, result: Path) -> list[tuple[str, str, str, bool]]:
+    """(owner file, field, reason if it fails, ok) for everything the point reads, runs or writes."""
+    b, recipe, facts = plan.benchmark, plan.recipe_file, f"cluster {plan.run_cluster}"
+    mounts = [m.replace("{workdir}", str(workdir)) for m in (plan.container or {}).get("mounts", [])]
+    out = [(facts, "aiperf", f"aiperf executable {b.aiperf!r} not found", _executable(b.aiperf, workdir))]
+    if "path" in b.dataset:
+        ok = (workdir / b.dataset["path"]).is_file()
+        out.append((recipe, f"scenario.dataset.{b.dataset['kind']}.path", f"{b.dataset['path']} does not exist", ok))
+    if b.hf_home:
+        out.append((facts, "hf_home", f"{b.hf_home} is not a directory", (workdir / b.hf_home).is_dir()))
+    model = _host_path(plan.model["path"], workdir, mounts)
+    if model is not None:
+        out.append((recipe, "model.path", f"{plan.model['path']} does not exist (host: {model})", model.exists()))
+    if not plan.container:
+        for p in plan.processes:
+            cmd = p.argv[0]
+            if not cmd.startswith("{"):
+                out.append((facts, f"process {p.name}", f"executable {cmd!r} not found", _executable(cmd, workdir)))
+    out.append((recipe, "result", f"{result.parent} is not writable", _writable(result.parent)))
+    out.append((recipe, "logs", f"{workdir / 'logs'} is not writable", _writable(workdir / "logs")))
+    return out
+
+
+def check_plan(plan: Plan, workdir: Path, result: Path, in_job: bool) -> tuple[list[Problem], list[str]]:
+    """(problems, notes about what this host could not check)."""
+    problems, notes, seen = [], [], set()
+    remote = plan.launcher == "slurm" and not in_job
+    for owner, field, reason, ok in _checks(plan, workdir, result):
+        if ok or (owner, field) in seen:
+            continue
+        seen.add((owner, field))
+        if remote:
+            notes.append(f"{owner}: {field}: not visible from this host ({reason}); the job checks it first")
+        else:
+            problems.append(Problem(owner, field, reason))
+    if plan.container:
+        notes.append("executables inside the image are checked when its container starts")
+    return problems, notes

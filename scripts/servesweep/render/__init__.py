@@ -1,0 +1,1 @@
+"""Render side: recipe + cluster facts -> plan (pure; no processes)."""

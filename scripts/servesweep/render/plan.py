@@ -1,0 +1,372 @@
+"""(recipe, cluster facts, concurrency) -> Plan: a pure, deterministic function.
+
+The plan lists every physical process with its node, GPU slice, ports, env
+and argv, plus benchmark settings and Slurm resources. Its canonical JSON is
+what the point rule depends on, so it holds only what affects that point.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..contract import PLAN_SCHEMA, Process
+from ..encode import digest, encode, encode_key
+from . import engines, topology
+from .cluster import Cluster
+from .ports import PortAllocator, binding_collisions, usable_slots
+from .recipe import PLACEHOLDER, RUNTIME_PLACEHOLDERS, Recipe
+REHEARSAL_MODEL = "tiny-llama"
+REHEARSAL_DATASET = {"synthetic": {"isl": 256, "osl": 32, "entries": 500}}
+
+
+def _fill(node, values: dict):
+    """Substitute cluster placeholders in every string; leave runtime ones."""
+    if isinstance(node, str):
+
+        def sub(m):
+            k = m.group(1)
+            return values[k] if k in values and k not in RUNTIME_PLACEHOLDERS else m.group(0)
+
+        return PLACEHOLDER.sub(sub, node)
+    if isinstance(node, dict):
+        return {k: _fill(v, values) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_fill(v, values) for v in node]
+    return node
+
+
+def _env_value(v):
+    if isinstance(v, dict):
+        return {"from_env": v["from_env"], "secret": bool(v.get("secret", True))}
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    return str(v)
+
+
+def _merge_env(*layers: dict) -> dict:
+    out: dict = {}
+    for layer in layers:
+        for k, v in (layer or {}).items():
+            out[k] = _env_value(v)
+    return out
+
+
+def _benchmark(doc: dict, conc: int, cluster: Cluster, rehearsal: Cluster | None) -> dict:
+    scen = doc["scenario"]
+    dataset = scen["dataset"]
+    duration = scen.get("duration_s")
+    requests = scen.get("requests")
+    warmup = dict(scen.get("warmup") or {})
+    tools = rehearsal or cluster
+    if rehearsal is not None:
+        dataset = REHEARSAL_DATASET
+        conc = min(conc, rehearsal.rehearsal_max_concurrency)
+        cap = rehearsal.rehearsal_max_duration_s
+        duration, requests = (min(duration, cap), None) if duration else (None, min(requests, conc * 4))
+        warmup = {"requests": min(warmup.get("requests", 0), conc)} if warmup else {}
+    (kind, ds), *_ = dataset.items()
+    return {
+        "endpoint": scen.get("endpoint", "chat"),
+        "streaming": True,
+        "concurrency": conc,
+        "duration_s": duration,
+        "request_count": requests,
+        "warmup": warmup,
+        "dataset": {"kind": kind, **ds},
+        "session_header": scen.get("session_header"),
+        "scenario": scen["name"],
+        "aiperf": tools.aiperf,
+        "tokenizer": tools.tokenizer,
+        "hf_home": tools.hf_home,
+    }
+
+
+def _runtime_minutes(doc: dict, cluster: Cluster, bench: dict) -> int:
+    readiness = (doc.get("readiness") or {}).get("timeout_s", cluster.readiness_timeout_s)
+    run = bench["duration_s"] or 600
+    warm = bench["warmup"].get("duration_s", 0) + (60 if bench["warmup"].get("requests") else 0)
+    return math.ceil((readiness + warm + run + cluster.runtime_margin_s) / 60)
+
+
+def render(
+    recipe: Recipe, cluster: Cluster, conc: int, rehearsal: Cluster | None = None, layout: tuple | None = None
+) -> dict:
+    """Render one point. With ``rehearsal`` (a local cluster), keep the layout but run mockers."""
+    return render_point(recipe, cluster, conc, rehearsal, layout)[0]
+
+
+def render_point(
+    recipe: Recipe, cluster: Cluster, conc: int, rehearsal: Cluster | None = None, layout: tuple | None = None
+) -> tuple[dict, str]:
+    """The plan and its canonical text (exactly ``canonical(plan)``).
+
+    ``layout`` (from :func:`layout`) lets a sweep build its concurrency-independent part once per
+    recipe, JSON included; each point encodes only the values it sets.
+    """
+    base, doc, texts = layout or globals()["layout"](recipe, cluster, rehearsal)
+    run_cluster = rehearsal or cluster
+    bench = _benchmark(doc, conc, cluster, rehearsal)
+    plan = dict(base)
+    plan["concurrency"] = bench["concurrency"]
+    plan["point"] = conc  # the target's concurrency (rehearsal may cap the one it runs)
+    plan["benchmark"] = bench
+    plan["resources"] = dict(base["resources"], runtime_min=_runtime_minutes(doc, run_cluster, bench))
+    values = {k: encode(plan[k]) for k in POINT_KEYS}
+    values["curve_benchmark"] = encode({k: v for k, v in bench.items() if k != "concurrency"})
+    plan["fingerprints"] = {
+        "plan": digest(texts.body.fill(values)),
+        "curve": digest(texts.curve.fill(values)),
+    }
+    values["fingerprints"] = encode(plan["fingerprints"])
+    return plan, texts.plan.fill(values)
+
+
+def layout(recipe: Recipe, cluster: Cluster, rehearsal: Cluster | None = None) -> tuple[dict, dict, _LayoutTexts]:
+    """The concurrency-independent part of a plan, the placeholder-filled recipe, and templates
+    of the plan's text with that part already encoded."""
+    doc, kind, image, python = _effective_recipe(recipe, cluster, rehearsal)
+    run_cluster = rehearsal or cluster
+    roles = Recipe(recipe.name, recipe.source, doc).roles()
+    slots = topology.place(roles, cluster)
+    nodes = max(s.node for s in slots) + 1
+    planes = _planes(recipe, doc, cluster, nodes)
+    alloc = PortAllocator(cluster.port_base, cluster.port_block)
+    tools = _Binaries.of(run_cluster, image)
+    procs = _control_plane(planes, tools, alloc) if kind in engines.DYNAMO_KINDS else []
+    frontends = _frontends(doc, python, alloc, planes, nodes) if kind in engines.DYNAMO_KINDS else []
+    procs += frontends
+    procs += _engines(kind, doc, slots, python, alloc, planes, rehearsal is not None)
+    balancer = None
+    if len(frontends) > 1:
+        spec = engines.balancer(tools.nginx, alloc)
+        procs.append(_process("balancer", "balancer", None, 0, (), spec))
+        balancer = {
+            "process": "balancer",
+            "upstreams": [f"{{addr:{f.name}}}:{{port:{f.name}.http}}" for f in frontends],
+            "session_header": doc["scenario"].get("session_header"),
+        }
+    _check_ports(procs, alloc, cluster, one_host=run_cluster.launcher == "local")
+    client = "balancer" if balancer else (frontends or [p for p in procs if p.registers or p.role == "agg"])[0].name
+    plan = _plan_doc(recipe, cluster, rehearsal, doc, kind, image, roles, slots, procs)
+    plan.update(
+        client_url=f"http://{{addr:{client}}}:{{port:{client}.http}}",
+        frontends=[f.name for f in frontends],
+        balancer=balancer,
+        discovery={"backend": planes.discovery, "event_plane": planes.event_plane, "namespace": "{namespace}"},
+    )
+    return plan, doc, _LayoutTexts.of(plan)
+
+
+def _effective_recipe(recipe: Recipe, cluster: Cluster, rehearsal: Cluster | None) -> tuple[dict, str, str, str]:
+    """(placeholder-filled recipe, engine kind, image, python); rehearsal swaps engines for mockers."""
+    doc = _fill(recipe.doc, cluster.placeholders)  # builds new containers: the recipe stays untouched
+    kind = doc["engine"]["kind"]
+    image = doc.get("image")
+    python = doc["engine"].get("python") or cluster.engine_python
+    if rehearsal is not None:
+        kind, image, python = "dynamo.mocker", None, rehearsal.engine_python
+        doc["model"]["path"] = f"{rehearsal.placeholders.get('model_dir', '.cache/models')}/{REHEARSAL_MODEL}"
+        doc["engine"]["args"] = []
+        for role in (doc["topology"].get("disaggregated") or {}).values():
+            role.pop("args", None)
+    return doc, kind, image, python
+
+
+def _planes(recipe: Recipe, doc: dict, cluster: Cluster, nodes: int) -> engines.Planes:
+    """The recipe's choice, else the cluster's, else etcd on Slurm or across nodes and files on one host."""
+    cp = {**cluster.control_plane, **(doc.get("control_plane") or {})}
+    default = "etcd" if cluster.launcher == "slurm" or nodes > 1 else "file"
+    discovery = cp.get("discovery") or default
+    if discovery == "file" and nodes > 1:
+        raise topology.PlacementError(
+            [
+                (
+                    "control_plane.discovery",
+                    f"file discovery on {nodes} nodes: Dynamo's file store only hears of files written through "
+                    "the local kernel (inotify), so nodes would never see each other; use etcd",
+                )
+            ]
+        )
+    return engines.Planes(discovery, cp.get("event_plane") or "zmq")
+
+
+@dataclass(frozen=True)
+class _Binaries:
+    """Control-plane executables: from the recipe's image when it has one, else the cluster's paths."""
+
+    etcd: str
+    nats: str
+    nginx: str
+
+    @classmethod
+    def of(cls, cluster: Cluster, image: str | None) -> _Binaries:
+        if image:
+            return cls("etcd", "nats-server", "nginx")
+        cp = cluster.control_plane
+        return cls(cp.get("etcd", "etcd"), cp.get("nats", "nats-server"), cp.get("nginx", "nginx"))
+
+
+def _process(name: str, role: str, worker: int | None, node: int, gpus: tuple, spec: engines.ProcessSpec) -> Process:
+    return Process(
+        name, role, worker, node, gpus, spec.ports, spec.env, spec.argv, spec.health_url, spec.metrics_url,
+        spec.registers, spec.headless,
+    )  # fmt: skip
+
+
+def _control_plane(planes: engines.Planes, tools: _Binaries, alloc: PortAllocator) -> list[Process]:
+    """etcd (and NATS for a NATS event plane) on node 0, started before everything else."""
+    out = []
+    if planes.discovery == "etcd":
+        out.append(_process("etcd", "etcd", None, 0, (), engines.etcd(tools.etcd, alloc)))
+    if planes.event_plane == "nats":
+        out.append(_process("nats", "nats", None, 0, (), engines.nats(tools.nats, alloc)))
+    return out
+
+
+def _frontends(doc: dict, python: str, alloc: PortAllocator, planes: engines.Planes, nodes: int) -> list[Process]:
+    """``frontend.count`` frontends, spread over the stack's nodes from node 0."""
+    fe = doc.get("frontend") or {}
+    count = fe.get("count", 1)
+    env_layers = (doc.get("env"), fe.get("env"))
+    out = []
+    for i in range(count):
+        spec = engines.frontend(doc, python, alloc, planes)
+        spec = engines.ProcessSpec(**{**spec.__dict__, "env": _merge_env(*env_layers, spec.env)})
+        out.append(_process("frontend" if count == 1 else f"frontend-{i}", "frontend", None, i % nodes, (), spec))
+    return out
+
+
+def _engines(kind, doc, slots, python, alloc, planes, rehearsal: bool) -> list[Process]:
+    router = ((doc.get("frontend") or {}).get("router") or {}).get("mode", "kv")
+    shared: dict[topology.Worker, engines.WorkerPorts] = {}
+    out = []
+    for slot in slots:
+        w = slot.worker
+        if w not in shared:
+            kv, nixl, rpc = engines.shares_ports(kind, router == "kv", w.role.name != "agg", slot.parts > 1)
+            shared[w] = engines.WorkerPorts.take(alloc, w.role.dp, kv, nixl, rpc, slot.name)
+        e = engines.EngineInput(kind, doc, slot, python, alloc, router == "kv", planes, shared[w])
+        spec = engines.engine_process(e)
+        if rehearsal and spec.headless:
+            spec = engines.standin_process(spec)
+        env = _merge_env(doc.get("env"), doc["engine"].get("env"), w.role.env, spec.env)
+        spec = engines.ProcessSpec(**{**spec.__dict__, "env": env})
+        out.append(_process(slot.name, w.role.name, w.index, slot.node, slot.gpus, spec))
+    return out
+
+
+def _check_ports(procs: list[Process], alloc: PortAllocator, cluster: Cluster, one_host: bool) -> None:
+    issues = [("topology", f"port collision: {c}") for c in binding_collisions(procs, one_host)]
+    if alloc.used > cluster.port_block:
+        issues.append(("topology", f"needs {alloc.used} ports, more than the cluster's port_block {cluster.port_block}"))
+    if issues:
+        raise topology.PlacementError(issues)
+
+
+def _plan_doc(recipe, cluster, rehearsal, doc, kind, image, roles, slots, procs) -> dict:
+    """The plan's concurrency-independent fields (client, frontends and discovery are added by layout)."""
+    run_cluster = rehearsal or cluster
+    per_node: dict[int, int] = {}
+    for s in slots:
+        per_node[s.node] = per_node.get(s.node, 0) + len(s.gpus)
+    nodes = max(s.node for s in slots) + 1
+    expect: dict[str, int] = {}
+    for p in procs:
+        for comp, n in p.registers.items():
+            expect[comp] = expect.get(comp, 0) + n
+    container = None
+    if image and cluster.container_runtime and rehearsal is None:
+        # each pyxis step is its own container: the workflow dir (run dirs, logs, discovery, caches) must be mounted
+        container = {"runtime": cluster.container_runtime, "image": image}
+        container["mounts"] = [*cluster.container_mounts, "{workdir}:{workdir}"]
+    return {
+        "schema": PLAN_SCHEMA,
+        "recipe": recipe.name,
+        "recipe_file": recipe.source,
+        "cluster": cluster.name,
+        "run_cluster": run_cluster.name,
+        "launcher": run_cluster.launcher,
+        "rehearsal": rehearsal is not None,
+        "image": image,
+        "engine": kind,
+        "recipe_engine": recipe.engine_kind,
+        "model": doc["model"],
+        "dynamo": doc.get("dynamo"),
+        "setup": doc.get("setup"),
+        "topology": _topology_summary(recipe, roles, sum(per_node.values()), nodes, len(procs)),
+        "nodes": nodes,
+        "gpus_total": sum(per_node.values()),
+        "processes": [p.to_json() for p in procs],
+        "expect_registrations": expect,
+        "readiness": {"timeout_s": (doc.get("readiness") or {}).get("timeout_s", run_cluster.readiness_timeout_s)},
+        "validity": {"max_error_rate": (doc.get("validity") or {}).get("max_error_rate", 0.05)},
+        "container": container,
+        "ports": {
+            "base": cluster.port_base,
+            "block": cluster.port_block,
+            "slots": usable_slots(cluster.port_base, cluster.port_block, run_cluster.port_slots),
+        },
+        "resources": {
+            "nodes": nodes,
+            "gpus_per_node": max(per_node.values()),
+            "exclusive": nodes > 1 or (cluster.launcher == "slurm" and max(per_node.values()) == cluster.gpus_per_node),
+            "cpus_per_task": run_cluster.cpus_per_job,
+            "mem_mb": run_cluster.mem_mb_per_node,
+        },
+    }
+
+
+def _topology_summary(recipe: Recipe, roles, gpus: int, nodes: int, processes: int) -> dict:
+    out = {"kind": "disaggregated" if recipe.disaggregated else "aggregated"}
+    for r in roles:
+        out["replicas" if r.name == "agg" else r.name] = r.workers
+        out[f"{r.name}_worker"] = {"tp": r.tp, "dp": r.dp, "pp": r.pp, "ep": r.ep, "launch": r.launch}
+    out.update({"gpus": gpus, "nodes": nodes, "processes": processes})
+    return out
+
+POINT_KEYS = ("benchmark", "concurrency", "point", "resources")  # what a point sets on its layout
+
+
+@dataclass(frozen=True)
+class _Template:
+    """A dict's canonical text with holes for some values: static text and hole names alternate."""
+
+    pieces: tuple[str, ...]
+
+    @classmethod
+    def of(cls, fixed: dict[str, str], holes: dict[str, str]) -> _Template:
+        """``fixed``: key -> encoded value; ``holes``: key -> name of the value that fills it."""
+        pieces, text = [], "{"
+        for i, key in enumerate(sorted([*fixed, *holes])):
+            text += ("," if i else "") + encode_key(key) + ":"
+            if key in holes:
+                pieces += [text, holes[key]]
+                text = ""
+            else:
+                text += fixed[key]
+        return cls((*pieces, text + "}\n"))
+
+    def fill(self, values: dict[str, str]) -> str:
+        p = self.pieces
+        return "".join([p[i] if i % 2 == 0 else values[p[i]] for i in range(len(p))])
+
+
+@dataclass(frozen=True)
+class _LayoutTexts:
+    """Templates of a layout's plan text, its fingerprinted body and its curve (no concurrency)."""
+
+    plan: _Template
+    body: _Template
+    curve: _Template
+
+    @classmethod
+    def of(cls, base: dict) -> _LayoutTexts:
+        fixed = {k: encode(v) for k, v in base.items() if k not in POINT_KEYS}
+        body = {k: k for k in POINT_KEYS}
+        curve = {"benchmark": "curve_benchmark", "resources": "resources"}
+        return cls(
+            _Template.of(fixed, {**body, "fingerprints": "fingerprints"}),
+            _Template.of(fixed, body),
+            _Template.of(fixed, curve),
+        )

@@ -1,0 +1,1 @@
+"""Report side: results -> summary."""

@@ -1,0 +1,100 @@
+"""One running stack: a port slot, the control plane, every process of the plan, readiness, teardown."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from ..contract import CONTROL_ROLES, Plan
+from ..preflight import PreflightFailed, check_plan
+from . import balancer, slots, slurm
+from .ready import Readiness, wait_healthy, wait_ready
+from .spawn import Context, Handle, LocalSpawner, SrunSpawner, stop_all
+
+
+class Stack:
+    """Start with :meth:`start`; :meth:`stop` always runs (it stops whatever was started)."""
+
+    def __init__(self, plan: Plan, run_dir: Path, result_path: Path, say):
+        self.plan, self.run_dir, self.result_path, self.say = plan, run_dir, result_path, say
+        self.handles: list[Handle] = []
+        self.lease: slots.SlotLease | None = None
+        self.ctx: Context | None = None
+        self.readiness: Readiness | None = None
+        self.timings: dict[str, float] = {}
+        self.names: list[str] = []
+
+    def start(self) -> None:
+        t0 = time.monotonic()
+        plan = self.plan
+        spawner, names, addrs, job_id = self._placement()
+        self.names = names
+        self.lease, notes = slots.lease_slot(
+            plan.all_ports, plan.ports["block"], plan.ports["slots"], seed=job_id,
+            host="127.0.0.1" if spawner.kind == "local" else "0.0.0.0",
+        )  # fmt: skip
+        for note in notes:
+            self.say(note)
+        procs = {p.name: p for p in plan.processes}
+        self.ctx = Context(addrs, names, self.lease.slot * plan.ports["block"], job_id, self.run_dir, procs)
+        self._preflight(spawner)
+        (self.run_dir / "discovery").mkdir()
+        self.say(
+            f"starting {len(procs)} processes on {plan.nodes} node(s) (port slot {self.lease.slot}, job {job_id}, "
+            f"discovery {plan.discovery['backend']}, namespace {self.ctx.namespace}, logs {self.run_dir})"
+        )
+        deadline = t0 + plan.readiness["timeout_s"]
+        control = [p for p in plan.processes if p.role in CONTROL_ROLES]
+        for p in control:
+            self._spawn(spawner, p)
+        if control:
+            wait_healthy([p.name for p in control], self.ctx, self.handles, deadline, self.say)
+            self.say(f"control plane healthy: {', '.join(p.name for p in control)}")
+        for p in plan.processes:
+            if p.role not in CONTROL_ROLES:
+                self._spawn(spawner, p)
+        self.timings["spawn"] = time.monotonic() - t0
+        self.readiness = wait_ready(plan, self.ctx, self.handles, max(deadline - time.monotonic(), 0), self.say)
+
+    def _placement(self):
+        """(spawner, node names, node addresses, job id)."""
+        plan = self.plan
+        if plan.launcher == "slurm":
+            alloc = slurm.current_allocation()
+            if len(alloc.names) < plan.nodes:
+                raise slurm.AllocationError(f"plan needs {plan.nodes} nodes, allocation has {len(alloc.names)}")
+            return SrunSpawner(plan.container), alloc.names, alloc.addrs, alloc.job_id
+        job_id = os.environ.get("SLURM_JOB_ID") or f"local-{os.getpid()}"
+        return LocalSpawner(), ["localhost"] * plan.nodes, ["127.0.0.1"] * plan.nodes, job_id
+
+    def _preflight(self, spawner) -> None:
+        """Everything the point needs, checked before the first process starts."""
+        problems, unchecked = check_plan(self.plan, Path.cwd(), self.result_path, in_job=True)
+        for note in unchecked:
+            self.say(f"pre-flight: {note}")
+        if problems:
+            raise PreflightFailed(problems)
+
+    def _spawn(self, spawner, p) -> None:
+        env, _secret = self.ctx.env(p, rehearsal=self.plan.rehearsal)
+        if p.role == "balancer":
+            balancer.write_config(self.plan, self.ctx, self.run_dir / "balancer")
+        argv = spawner.command(p, self.ctx.argv(p), self.ctx)
+        self.handles.append(spawner.start(p.name, argv, env, self.run_dir / f"{p.name}.log", Path.cwd()))
+
+    def url(self, template: str | None, me: str = "") -> str | None:
+        return self.ctx.url(template, me)
+
+    def stop(self) -> None:
+        if self.handles:
+            t0 = time.monotonic()
+            killed = stop_all(self.handles, grace_s=float(os.environ.get("SERVESWEEP_GRACE_S", "5")))
+            self.say(
+                f"teardown: {len(self.handles)} processes stopped in {time.monotonic() - t0:.1f} s"
+                + (f" (SIGKILL needed for {', '.join(killed)})" if killed else "")
+            )
+            self.handles.clear()
+        if self.lease:
+            self.lease.release()
+            self.lease = None

@@ -1,0 +1,1 @@
+"""Setup helpers: the tiny local model and tokenizer, sample traces."""
