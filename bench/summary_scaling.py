@@ -10,10 +10,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from servesweep.summary import build_summary
+from servesweep.report.summary import build_summary
+from servesweep.tools.samples import result_doc
 
 from common import BIN, header
-from test_summary import result_doc
 
 
 def main() -> None:
@@ -39,12 +39,12 @@ def main() -> None:
                         "concurrency": c,
                         "result": str(p),
                         "scenario": f"s{i % 4}",
-                        "slo": {"ttft_p95_s": 0.5},
                         "log_dir": f"logs/{r}/c{c}",
                     }
                 )
             sel = Path("selection.json")
-            sel.write_text(json.dumps({"cluster": "local", "points": points}))
+            slos = {f"r{i:05d}": {"ttft_p95_s": 0.5} for i in range(recipes + 1)}
+            sel.write_text(json.dumps({"cluster": "local", "points": points, "slo": slos}))
             times = []
             for _ in range(a.reps):
                 t = time.perf_counter()

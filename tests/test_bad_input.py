@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from servesweep.cluster import all_clusters
 from servesweep.errors import InputError
-from servesweep.recipe import load_recipe, load_recipes
+from servesweep.render.cluster import all_clusters
+from servesweep.render.recipe import load_recipe, load_recipes
 
 from bad_inputs import CASES, write_cases
-from conftest import RELIABILITY, copy_workflow, snakemake
+from helpers import RELIABILITY, copy_workflow, snakemake
 
 
 def _lines_for(text: str, label: str) -> list[str]:
@@ -116,7 +116,7 @@ def test_load_recipe_raises_input_error_not_traceback(tmp_path):
 
 
 def test_cluster_ports_must_stay_below_32768(tmp_path):
-    from servesweep.cluster import load_cluster_file
+    from servesweep.render.cluster import load_cluster_file
 
     src = Path(__file__).resolve().parents[1] / "profiles" / "local" / "cluster.yaml"
     bad = tmp_path / "cluster.yaml"

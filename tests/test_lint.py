@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 
-from conftest import BIN, ROOT
+from helpers import BIN, ROOT
 
 
 def run(*argv: str) -> subprocess.CompletedProcess:

@@ -5,29 +5,13 @@ from __future__ import annotations
 import json
 import time
 
-import psutil
 import pytest
 
-from servesweep.result import validate_result
+from servesweep.run.result import validate_result
 
-from conftest import LOCAL_RECIPES, copy_workflow, snakemake
+from helpers import LOCAL_RECIPES, assert_no_strays, copy_workflow, kill_strays, no_processes_left, snakemake
 
 pytestmark = pytest.mark.integration
-
-
-def stray_processes(since: float) -> list[str]:
-    """Engine, frontend, aiperf or driver processes started after `since` and still alive."""
-    out = []
-    for p in psutil.process_iter(["pid", "cmdline", "create_time", "status"]):
-        try:
-            cmd = " ".join(p.info["cmdline"] or [])
-            if p.info["create_time"] < since - 1 or p.info["status"] == psutil.STATUS_ZOMBIE:
-                continue
-            if any(k in cmd for k in ("dynamo.mocker", "dynamo.frontend", "aiperf", "servesweep run-point")):
-                out.append(f"{p.info['pid']}: {cmd[:120]}")
-        except psutil.NoSuchProcess:
-            continue
-    return out
 
 
 def shorten(wf, duration=6, conc="[2, 8]"):
@@ -42,8 +26,11 @@ def sweep(tmp_path_factory):
     wf = copy_workflow(tmp_path_factory.mktemp("sweep") / "wf", LOCAL_RECIPES)
     shorten(wf)
     since = time.time()
-    r = snakemake(wf, "results/summary.md", timeout=900)
-    return wf, r, since
+    try:
+        r = snakemake(wf, "results/summary.md", timeout=900)
+        yield wf, r, since
+    finally:
+        kill_strays(since)
 
 
 def results_of(wf):
@@ -109,8 +96,7 @@ def test_server_ttft_is_reported_next_to_the_client(sweep):
 
 def test_no_process_survives_the_sweep(sweep):
     _, _, since = sweep
-    time.sleep(0.5)
-    assert stray_processes(since) == []
+    assert_no_strays(since)
 
 
 def test_second_run_does_nothing(sweep):
@@ -134,23 +120,21 @@ def test_rehearsal_of_a_production_recipe_runs_its_layout_locally(tmp_path):
     """DSV4 GB300 1P1D (4 nodes, per_node DEP8): same processes, ports, env and readiness, mockers as engines."""
     name = "dsv4-pro-gb300-1p1d-pdep8-ddep8-mtp"
     wf = copy_workflow(tmp_path / "wf", [name])
-    since = time.time()
     target = f"results/rehearsal/{name}/c384.json"
-    r = snakemake(wf, target, "--config", "cluster=gb300", timeout=600)
+    with no_processes_left():
+        r = snakemake(wf, target, "--config", "cluster=gb300", "rehearsal=1", timeout=600)
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     doc = json.loads((wf / target).read_text())
     assert validate_result(doc) == []
     assert doc["identity"]["rehearsal"] and doc["identity"]["recipe_engine"] == "dynamo.vllm"
     assert doc["identity"]["point"] == 384 and doc["identity"]["concurrency"] <= 32
-    assert set(doc["figures"]["requests_per_worker"]) == {"prefill-0-n0", "decode-0-n0"}
+    # hybrid load balancing: every node of a DEP8 worker registers and serves (none is headless)
+    per_worker = doc["figures"]["requests_per_worker"]
+    assert set(per_worker) == {"prefill-0-n0", "prefill-0-n1", "decode-0-n0", "decode-0-n1"}
+    assert all(n > 0 for n in per_worker.values()), per_worker
+    # the same control plane as production: a real etcd, no file discovery
+    assert doc["identity"]["discovery"] == "etcd"
     logs = wf / "logs/rehearsal" / name / "c384"
-    assert {p.stem for p in logs.glob("*.log")} >= {
-        "frontend",
-        "prefill-0-n0",
-        "prefill-0-n1",
-        "decode-0-n0",
-        "decode-0-n1",
-        "driver",
-    }
-    assert "standin: holding" in (logs / "prefill-0-n1.log").read_text()
-    assert stray_processes(since) == []
+    assert {p.stem for p in logs.glob("*.log")} >= {"etcd", "frontend", *per_worker, "driver"}
+    assert not any((logs / "discovery").iterdir())
+    assert "control plane healthy: etcd" in (logs / "driver.log").read_text()

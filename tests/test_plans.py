@@ -7,19 +7,9 @@ from collections import Counter
 
 import pytest
 
-from servesweep.cluster import all_clusters
-from servesweep.plan import canonical, render
-from servesweep.recipe import load_recipe
+from servesweep.encode import canonical
 
-from conftest import ROOT, servesweep
-
-CLUSTERS = all_clusters(ROOT / "profiles")
-
-
-def plan_of(name: str, conc: int | None = None, cluster: str | None = None, rehearsal: bool = False) -> dict:
-    r = load_recipe(ROOT / "recipes" / f"{name}.yaml")
-    c = CLUSTERS[cluster or r.clusters[0]]
-    return render(r, c, conc or r.concurrency[0], CLUSTERS["local"] if rehearsal else None)
+from helpers import CLUSTERS, ROOT, plan_of, servesweep
 
 
 def roles(plan):
@@ -27,11 +17,12 @@ def roles(plan):
 
 
 def all_ports(plan, node=None):
+    """Every port bound (on one node, or in the whole plan)."""
     out = []
     for p in plan["processes"]:
         if node is None or p["node"] == node:
-            for port in p["ports"].values():
-                out += range(port["port"], port["port"] + port["count"])
+            for b in p["ports"].values():
+                out += range(b["port"] + b["offset"], b["port"] + b["offset"] + b["width"])
     return out
 
 
@@ -51,6 +42,7 @@ def test_gemma4_two_tp4_replicas_on_one_node():
     assert len(sys_ports) == 2 and len(kv) == 2
     for e in engines:
         cfg = json.loads(e["argv"][e["argv"].index("--kv-events-config") + 1])
+        assert e["ports"]["kv_events"]["count"] == 1  # dp 1: a block of one
         assert cfg["endpoint"] == "tcp://*:{port:self.kv_events}"
         assert e["argv"][:3] == ["python3", "-m", "dynamo.vllm"]
         assert e["argv"][e["argv"].index("--tensor-parallel-size") + 1] == "4"
@@ -81,24 +73,26 @@ def test_gemma4_two_tp4_replicas_on_one_node():
         "cpus_per_task": 96,
         "mem_mb": 1500000,
     }
-    assert p["slo"] == {"ttft_p95_s": 0.5}
+    assert "slo" not in p  # a reporting setting: it lives in the selection, not the plan
+    assert roles(p) == {"etcd": 1, "frontend": 1, "agg": 2}
+    assert p["discovery"]["backend"] == "etcd"  # Slurm: the network backend even on one node
 
 
 @pytest.mark.parametrize(
     "name,nodes,prefill,decode,expect",
     [
-        ("dsv4-pro-gb300-1p1d-pdep8-ddep8-mtp", 4, 2, 2, {"prefill": 1, "backend": 1}),
-        ("dsv4-pro-gb300-3p1d-pdep8-ddep16", 10, 6, 4, {"prefill": 3, "backend": 1}),
+        ("dsv4-pro-gb300-1p1d-pdep8-ddep8-mtp", 4, 2, 2, {"prefill": 2, "backend": 2}),
+        ("dsv4-pro-gb300-3p1d-pdep8-ddep16", 10, 6, 4, {"prefill": 6, "backend": 4}),
         ("dsv4-pro-gb200-3p1d-pdep8-ddep16-pergpu", 10, 24, 16, {"prefill": 24, "backend": 16}),
     ],
 )
 def test_dsv4_disaggregated_expansions(name, nodes, prefill, decode, expect):
     p = plan_of(name)
     assert p["nodes"] == nodes and p["resources"]["nodes"] == nodes
-    assert roles(p) == {"frontend": 1, "prefill": prefill, "decode": decode}
+    assert roles(p) == {"etcd": 1, "frontend": 1, "prefill": prefill, "decode": decode}
     assert p["expect_registrations"] == expect
     assert p["resources"]["gpus_per_node"] == 4 and p["resources"]["exclusive"]
-    engines = [x for x in p["processes"] if x["role"] != "frontend"]
+    engines = [x for x in p["processes"] if x["role"] in ("prefill", "decode")]
     # identical attention config and job-scoped cache dir on both roles
     attn = {x["argv"][x["argv"].index("--attention-config") + 1] for x in engines}
     assert len(attn) == 1
@@ -131,9 +125,14 @@ def test_per_node_layout_of_dep8():
     assert a0[a0.index("--data-parallel-size") + 1] == "8"
     assert a0[a0.index("--data-parallel-size-local") + 1] == "4"
     assert [a[a.index("--data-parallel-start-rank") + 1] for a in (a0, a1)] == ["0", "4"]
-    assert "--headless" in a1 and "--headless" not in a0
-    assert a1[a1.index("--data-parallel-address") + 1] == "{addr:prefill-0-n0}"
-    assert pre[1]["health_url"] is None and pre[1]["registers"] == {}
+    # hybrid load balancing: no headless node, every node registers and publishes its own ranks
+    assert "--headless" not in a0 + a1 and "--data-parallel-hybrid-lb" in a0 and "--data-parallel-hybrid-lb" in a1
+    for a in (a0, a1):
+        assert a[a.index("--data-parallel-address") + 1] == "{addr:prefill-0-n0}"
+        assert a[a.index("--data-parallel-rpc-port") + 1] == "{port:prefill-0-n0.dp_rpc}"
+    assert [x["registers"] for x in pre] == [{"prefill": 1}, {"prefill": 1}]
+    assert all(x["health_url"] for x in pre)
+    assert [(x["ports"]["kv_events"]["offset"], x["ports"]["kv_events"]["width"]) for x in pre] == [(0, 4), (4, 4)]
 
 
 def test_per_gpu_processes_have_one_gpu_and_a_rank():
@@ -143,12 +142,16 @@ def test_per_gpu_processes_have_one_gpu_and_a_rank():
     ranks = sorted(int(x["argv"][x["argv"].index("--data-parallel-rank") + 1]) for x in dec)
     assert ranks == list(range(16))
     assert {x["node"] for x in dec} == {6, 7, 8, 9}
+    for x in dec:  # every rank knows where rank 0 is, also on other nodes
+        assert x["argv"][x["argv"].index("--data-parallel-address") + 1] == "{addr:decode-0-r0}"
+        assert x["argv"][x["argv"].index("--data-parallel-rpc-port") + 1] == "{port:decode-0-r0.dp_rpc}"
 
 
 def test_local_recipes_render_mocker_stacks():
     agg = plan_of("local-agg-2x-mocker", 4)
     assert roles(agg) == {"frontend": 1, "agg": 2}
     assert agg["expect_registrations"] == {"backend": 2}
+    assert agg["discovery"]["backend"] == "file"  # one host: Dynamo's file store is enough
     assert agg["processes"][1]["argv"][:3] == [".venvs/engine/bin/python", "-m", "dynamo.mocker"]
     dis = plan_of("local-disagg-1p1d-mocker", 4)
     assert roles(dis) == {"frontend": 1, "prefill": 1, "decode": 1}
@@ -172,7 +175,7 @@ def test_sweep_text_is_the_canonical_plan_and_fingerprints_hash_it():
     what encoding the plan gives, and the fingerprints must hash what they say they hash."""
     import hashlib
 
-    from servesweep.workflow import Selection
+    from servesweep.render.workflow import Selection
 
     def digest(obj):
         return hashlib.sha256(canonical(obj).encode()).hexdigest()[:16]
@@ -209,8 +212,9 @@ def test_rehearsal_keeps_layout_but_runs_mockers():
     assert reh["image"] is None and reh["launcher"] == "local" and reh["rehearsal"]
     assert reh["benchmark"]["concurrency"] <= CLUSTERS["local"].rehearsal_max_concurrency
     assert reh["benchmark"]["duration_s"] <= CLUSTERS["local"].rehearsal_max_duration_s
-    kinds = {x["argv"][2] for x in reh["processes"]}
-    assert kinds == {"dynamo.frontend", "dynamo.mocker", "servesweep.standin"}
+    kinds = {x["argv"][2] if x["role"] != "etcd" else x["argv"][0] for x in reh["processes"]}
+    assert kinds == {"/usr/bin/etcd", "dynamo.frontend", "dynamo.mocker"}  # a real etcd, as in production
+    assert reh["discovery"] == real["discovery"]
 
     def user_env(proc):
         return {k: v for k, v in proc["env"].items() if not k.startswith("VLLM_NIXL")}

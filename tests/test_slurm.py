@@ -15,11 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from servesweep.result import validate_result
+from servesweep.run.result import validate_result
 
-from conftest import BIN, copy_workflow
+from helpers import BIN, copy_workflow, stray_processes
 from slurm.cluster import SlurmCluster, available
-from test_local_sweep import stray_processes
 
 pytestmark = pytest.mark.slurm
 HERE = Path(__file__).resolve().parent / "slurm"

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from conftest import LOCAL_RECIPES, copy_workflow, snakemake
+from helpers import LOCAL_RECIPES, copy_workflow, snakemake
 
 ALL_POINTS = {
     "results/local-agg-2x-mocker/c4.json",
@@ -120,7 +120,7 @@ def test_profile_name_resolves_and_slurm_dry_run_needs_no_controller(tmp_path):
     import subprocess
     import time
 
-    from conftest import BIN, ROOT
+    from helpers import BIN, ROOT
 
     home = tmp_path / "xdg"
     subprocess.run(["make", "-s", "-C", str(ROOT), "profiles", f"PROFILE_HOME={home}/snakemake"], check=True)
@@ -147,3 +147,48 @@ def test_partial_summary_lists_missing_points(settled):
     assert r.returncode == 0, r.stderr
     m = re.search(r"rule summary:\n\s+input: ([^\n]+)", r.stdout + r.stderr)
     assert m and "local-agg-2x-mocker/c16.json" not in m.group(1) and "local-agg-2x-mocker/c4.json" in m.group(1)
+
+
+# Recipe fields and what an edit to them reruns (the README's table states the same lists).
+REPORTING_EDITS = [  # only the summary reruns
+    ("slo", "ttft_p95_s: 0.5", "ttft_p95_s: 0.4"),
+    ("description", "description: 2 aggregated", "description: Two aggregated"),
+]
+MEASUREMENT_EDITS = [  # every point of the recipe reruns
+    ("engine.args", "--speedup-ratio, 1", "--speedup-ratio, 2"),
+    ("env", "DYN_LOG: warn", "DYN_LOG: error"),
+    ("scenario.duration_s", "duration_s: 20", "duration_s: 25"),
+    ("frontend.router", "ttl_s: 1800", "ttl_s: 900"),
+    ("topology", "replicas: 2, tp: 1", "replicas: 3, tp: 1"),
+]
+
+
+@pytest.mark.parametrize("field,old,new", REPORTING_EDITS, ids=[e[0] for e in REPORTING_EDITS])
+def test_reporting_edit_reruns_only_the_summary(settled, field, old, new):
+    edit(settled / "recipes" / "local-agg-2x-mocker.yaml", old, new)
+    assert stale_points(settled) == set()
+    assert summary_stale(settled) == (field == "slo")  # a description is not shown in the summary
+
+
+@pytest.mark.parametrize("field,old,new", MEASUREMENT_EDITS, ids=[e[0] for e in MEASUREMENT_EDITS])
+def test_measurement_edit_reruns_the_recipes_points(settled, field, old, new):
+    edit(settled / "recipes" / "local-agg-2x-mocker.yaml", old, new)
+    assert stale_points(settled) == {"results/local-agg-2x-mocker/c4.json", "results/local-agg-2x-mocker/c16.json"}
+
+
+def test_rehearsal_is_asked_for_explicitly(tmp_path):
+    wf = copy_workflow(tmp_path / "wf", LOCAL_RECIPES)
+    target = "results/rehearsal/local-agg-2x-mocker/c4.json"
+    r = snakemake(wf, "-n", target)
+    assert r.returncode != 0 and "add --config rehearsal=1" in r.stdout + r.stderr
+    assert not (wf / ".plans/rehearsal").exists()
+    r = snakemake(wf, "-n", target, "--config", "rehearsal=1")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "rule rehearse_point" in r.stdout
+    # the rule name as target counts as a rehearsal too (it used to be guessed from the command line)
+    r = snakemake(wf, "-n", "rehearsal_summary", "--config", "rehearsal=1")
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = r.stdout + r.stderr
+    assert {f"results/rehearsal/{n}/c{c}.json" for n in LOCAL_RECIPES for c in (4, 16)} <= set(
+        re.findall(r"output: (results/rehearsal/[^,\s]+/c\d+\.json)", out)
+    )

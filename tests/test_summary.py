@@ -9,63 +9,9 @@ import matplotlib.image as mpimg
 import pandas as pd
 import pytest
 
-from servesweep.result import slo_verdicts, validate_result
-from servesweep.summary import build_summary, num
-
-
-def result_doc(recipe, conc, ttft_p95, tps, gpus=2, scenario="chat", slo=None, workers=None, errors=0):
-    figs = {
-        "requests_completed": 1000 * conc,
-        "requests_errored": errors,
-        "requests_cancelled": 0,
-        "error_rate": errors / (1000 * conc + errors),
-        "request_throughput": tps / 50,
-        "ttft_s": {"p50": ttft_p95 / 3, "p90": ttft_p95 / 1.5, "p95": ttft_p95, "p99": ttft_p95 * 1.6},
-        "itl_ms": {"p50": 10.0 + conc / 10, "p90": 14.0, "p99": 20.0 + conc},
-        "request_latency_s": {"p50": 1.0, "p99": 2.0},
-        "output_tps": tps,
-        "total_tps": tps * 10,
-        "output_tps_per_gpu": tps / gpus,
-        "output_tps_per_user": tps / conc,
-        "output_tokens_total": tps * 60,
-        "benchmark_duration_s": 60.0,
-        "cache_read_share": 0.5,
-        "requests_per_worker": workers or {"agg-0": 600 * conc, "agg-1": 400 * conc},
-        "server_ttft_s": {"mean": ttft_p95 / 2, "p50": ttft_p95 / 3, "p95": ttft_p95},
-        "client_ttft_mean_s": ttft_p95 / 2 + 0.01,
-        "ttft_gap_s": 0.01,
-    }
-    slo = {"ttft_p95_s": 0.5} if slo is None else slo
-    return {
-        "schema": "servesweep.result/1",
-        "identity": {
-            "recipe": recipe,
-            "concurrency": conc,
-            "point": conc,
-            "cluster": "local",
-            "run_cluster": "local",
-            "rehearsal": False,
-            "plan_fingerprint": f"{abs(hash((recipe, conc))) % 16**16:016x}",
-            "curve_fingerprint": f"{abs(hash(recipe)) % 16**16:016x}",
-            "image": "registry/x:1" if "img" in recipe else None,
-            "engine": "dynamo.mocker",
-            "recipe_engine": "dynamo.mocker",
-            "model": "m",
-            "scenario": scenario,
-            "topology": {"kind": "aggregated", "gpus": gpus, "nodes": 1, "processes": 3, "replicas": 2},
-            "job_id": "local-1",
-            "hosts": ["localhost"],
-            "start_time": "2026-12-01T00:00:00+00:00",
-            "end_time": "2026-12-01T00:01:00+00:00",
-            "tools": {"aiperf": "0.13.0", "engine": "ai-dynamo 1.6.1", "servesweep": None},
-        },
-        "figures": figs,
-        "unmeasured": {},
-        "slo": slo_verdicts(slo, figs),
-        "counting": {},
-        "timings_s": {"bench": 60.0},
-        "artifacts": "logs/x",
-    }
+from servesweep.report.summary import build_summary, num
+from servesweep.run.result import validate_result
+from servesweep.tools.samples import result_doc
 
 
 @pytest.fixture
@@ -76,7 +22,7 @@ def fixture_run(tmp_path, monkeypatch):
         ("fast", 16): result_doc("fast", 16, 0.62, 30000.0),  # misses its SLO
         ("dense-img", 4): result_doc("dense-img", 4, 0.3, 9000.0, gpus=1),  # 9000/GPU beats fast's 8539
         ("dense-img", 16): result_doc("dense-img", 16, 0.45, 20000.0, gpus=1),
-        ("other", 8): result_doc("other", 8, 0.1, 100.0, scenario="batch", slo={}),
+        ("other", 8): result_doc("other", 8, 0.1, 100.0, scenario="batch"),
     }
     paths = []
     for (r, c), doc in docs.items():
@@ -91,7 +37,6 @@ def fixture_run(tmp_path, monkeypatch):
             "concurrency": c,
             "result": f"results/{r}/c{c}.json",
             "scenario": d["identity"]["scenario"],
-            "slo": {"ttft_p95_s": 0.5},
             "log_dir": f"logs/{r}/c{c}",
         }
         for (r, c), d in docs.items()
@@ -102,7 +47,6 @@ def fixture_run(tmp_path, monkeypatch):
             "concurrency": 64,
             "result": "results/fast/c64.json",
             "scenario": "chat",
-            "slo": {},
             "log_dir": "logs/fast/c64",
         }
     )
@@ -112,7 +56,6 @@ def fixture_run(tmp_path, monkeypatch):
             "concurrency": 128,
             "result": "results/fast/c128.json",
             "scenario": "chat",
-            "slo": {},
             "log_dir": "logs/fast/c128",
         }
     )
@@ -122,7 +65,8 @@ def fixture_run(tmp_path, monkeypatch):
     )
     sel = Path(".plans/selection-local.json")
     sel.parent.mkdir()
-    sel.write_text(json.dumps({"cluster": "local", "points": points}))
+    slos = {"fast": {"ttft_p95_s": 0.5}, "dense-img": {"ttft_p95_s": 0.5}, "other": {}}
+    sel.write_text(json.dumps({"cluster": "local", "points": points, "slo": slos}))
     return tmp_path, paths, sel
 
 

@@ -32,8 +32,8 @@ def cmd_validate(a) -> int:
 
 
 def cmd_plan(a) -> int:
-    from .render.cluster import all_clusters
     from .encode import pretty
+    from .render.cluster import all_clusters
     from .render.plan import render
     from .render.recipe import load_recipes
 

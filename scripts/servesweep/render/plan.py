@@ -16,6 +16,7 @@ from . import engines, topology
 from .cluster import Cluster
 from .ports import PortAllocator, binding_collisions, usable_slots
 from .recipe import PLACEHOLDER, RUNTIME_PLACEHOLDERS, Recipe
+
 REHEARSAL_MODEL = "tiny-llama"
 REHEARSAL_DATASET = {"synthetic": {"isl": 256, "osl": 32, "entries": 500}}
 
@@ -259,7 +260,9 @@ def _engines(kind, doc, slots, python, alloc, planes, rehearsal: bool) -> list[P
 def _check_ports(procs: list[Process], alloc: PortAllocator, cluster: Cluster, one_host: bool) -> None:
     issues = [("topology", f"port collision: {c}") for c in binding_collisions(procs, one_host)]
     if alloc.used > cluster.port_block:
-        issues.append(("topology", f"needs {alloc.used} ports, more than the cluster's port_block {cluster.port_block}"))
+        issues.append(
+            ("topology", f"needs {alloc.used} ports, more than the cluster's port_block {cluster.port_block}")
+        )
     if issues:
         raise topology.PlacementError(issues)
 
@@ -324,6 +327,7 @@ def _topology_summary(recipe: Recipe, roles, gpus: int, nodes: int, processes: i
         out[f"{r.name}_worker"] = {"tp": r.tp, "dp": r.dp, "pp": r.pp, "ep": r.ep, "launch": r.launch}
     out.update({"gpus": gpus, "nodes": nodes, "processes": processes})
     return out
+
 
 POINT_KEYS = ("benchmark", "concurrency", "point", "resources")  # what a point sets on its layout
 

@@ -132,11 +132,12 @@ class Selection:
                     "concurrency": p.conc,
                     "result": p.result,
                     "scenario": self.recipes[p.recipe].doc["scenario"]["name"],
-                    "slo": self.recipes[p.recipe].doc.get("slo") or {},
                     "log_dir": f"logs/{p.recipe}/c{p.conc}",
                 }
                 for p in self.points
             ],
+            # reporting settings: an edit reruns the summary, never a point
+            "slo": {r.name: r.doc.get("slo") or {} for r in self.selected},
         }
 
     def write_selection(self) -> str:

@@ -315,7 +315,7 @@ def build_summary(results: list[Path], selection: Path, out_md: Path, baseline: 
     sel = json.loads(Path(selection).read_text())
     root = Path.cwd()
     md_dir = out_md.parent
-    slos = {p["recipe"]: p["slo"] for p in sel["points"]}
+    slos = sel["slo"]
     df = load_results(results, slos)
     parts = [f"# servesweep summary: cluster `{sel['cluster']}`", ""]
     parts.append(f"{len(df)} of {len(sel['points'])} selected points have a result.")

@@ -1,0 +1,58 @@
+"""Synthetic result documents in the result schema's shape, for summary tests and benches."""
+
+from __future__ import annotations
+
+
+def result_doc(recipe, conc, ttft_p95, tps, gpus=2, scenario="chat", workers=None, errors=0):
+    figs = {
+        "requests_completed": 1000 * conc,
+        "requests_errored": errors,
+        "requests_cancelled": 0,
+        "error_rate": errors / (1000 * conc + errors),
+        "request_throughput": tps / 50,
+        "ttft_s": {"p50": ttft_p95 / 3, "p90": ttft_p95 / 1.5, "p95": ttft_p95, "p99": ttft_p95 * 1.6},
+        "itl_ms": {"p50": 10.0 + conc / 10, "p90": 14.0, "p99": 20.0 + conc},
+        "request_latency_s": {"p50": 1.0, "p99": 2.0},
+        "output_tps": tps,
+        "total_tps": tps * 10,
+        "output_tps_per_gpu": tps / gpus,
+        "output_tps_per_user": tps / conc,
+        "output_tokens_total": tps * 60,
+        "benchmark_duration_s": 60.0,
+        "cache_read_share": 0.5,
+        "requests_per_worker": workers or {"agg-0": 600 * conc, "agg-1": 400 * conc},
+        "requests_per_frontend": {"frontend": 1000 * conc + errors},
+        "server_ttft_s": {"mean": ttft_p95 / 2, "p50": ttft_p95 / 3, "p95": ttft_p95},
+        "client_ttft_mean_s": ttft_p95 / 2 + 0.01,
+        "ttft_gap_s": 0.01,
+    }
+    return {
+        "schema": "servesweep.result/2",
+        "identity": {
+            "recipe": recipe,
+            "concurrency": conc,
+            "point": conc,
+            "cluster": "local",
+            "run_cluster": "local",
+            "rehearsal": False,
+            "plan_fingerprint": f"{abs(hash((recipe, conc))) % 16**16:016x}",
+            "curve_fingerprint": f"{abs(hash(recipe)) % 16**16:016x}",
+            "image": "registry/x:1" if "img" in recipe else None,
+            "engine": "dynamo.mocker",
+            "recipe_engine": "dynamo.mocker",
+            "model": "m",
+            "scenario": scenario,
+            "topology": {"kind": "aggregated", "gpus": gpus, "nodes": 1, "processes": 3, "replicas": 2},
+            "discovery": "file",
+            "job_id": "local-1",
+            "hosts": ["localhost"],
+            "start_time": "2026-12-01T00:00:00+00:00",
+            "end_time": "2026-12-01T00:01:00+00:00",
+            "tools": {"aiperf": "0.13.0", "engine": "ai-dynamo 1.6.1", "servesweep": None},
+        },
+        "figures": figs,
+        "unmeasured": {},
+        "counting": {},
+        "timings_s": {"bench": 60.0},
+        "artifacts": "logs/x",
+    }
