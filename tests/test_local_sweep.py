@@ -60,7 +60,8 @@ def test_results_validate_and_agree_with_aiperf(sweep):
         assert f["output_tps"] == pytest.approx(export["output_token_throughput"]["avg"])
         assert f["request_throughput"] == pytest.approx(export["request_throughput"]["avg"])
         assert doc["identity"]["tools"]["aiperf"] == export["aiperf_version"]
-        assert doc["identity"]["plan_fingerprint"] and doc["slo"]["verdicts"]
+        assert doc["identity"]["plan_fingerprint"] and "slo" not in doc  # verdicts are the summary's
+        assert doc["identity"]["discovery"] == "file"
 
 
 def test_requests_per_worker_add_up(sweep):

@@ -229,3 +229,25 @@ def test_every_port_of_every_slot_stays_below_32768(rehearsal):
         p = plan_of(f.stem, rehearsal=rehearsal)
         top = max(all_ports(p)) + (p["ports"]["slots"] - 1) * p["ports"]["block"]
         assert p["ports"]["slots"] >= 1 and top < 32768, (f.stem, top)
+
+
+def test_file_discovery_across_nodes_is_refused():
+    from servesweep.render.recipe import cluster_problems, load_recipe
+
+    r = load_recipe(ROOT / "recipes" / "dsv4-pro-gb300-1p1d-pdep8-ddep8-mtp.yaml")
+    r.doc["control_plane"] = {"discovery": "file"}
+    (p,) = cluster_problems(r, CLUSTERS["gb300"])
+    assert p.field == "control_plane.discovery" and "inotify" in p.reason and "4 nodes" in p.reason
+
+
+@pytest.mark.parametrize("rehearsal", [False, True])
+def test_no_binding_coincides_for_any_recipe_on_any_cluster(rehearsal):
+    """The render-time check, over every shipped recipe and each cluster it names."""
+    from servesweep.contract import Plan
+    from servesweep.render.ports import binding_collisions
+    from servesweep.render.recipe import load_recipe
+
+    for f in sorted((ROOT / "recipes").glob("*.yaml")):
+        for cluster in load_recipe(f).clusters:
+            p = Plan.from_json(plan_of(f.stem, cluster=cluster, rehearsal=rehearsal))
+            assert binding_collisions(p.processes, one_host=rehearsal or p.launcher == "local") == [], f.stem

@@ -17,8 +17,8 @@ import pytest
 
 from servesweep.run.result import validate_result
 
-from helpers import BIN, copy_workflow, stray_processes
-from slurm.cluster import SlurmCluster, available
+from helpers import BIN, assert_no_strays, copy_workflow, wait_for_text, wait_until
+from slurm.cluster import PRIVATE_DIRS, SlurmCluster, available
 
 pytestmark = pytest.mark.slurm
 HERE = Path(__file__).resolve().parent / "slurm"
@@ -32,7 +32,6 @@ def cluster():
             pytest.fail(f"Slurm tests required but unavailable: {why}")
         pytest.skip(why)
     c = SlurmCluster(nodes=3)
-    c.started_munge = True
     try:
         yield c.up()
     finally:
@@ -77,6 +76,21 @@ def test_aggregated_replicas_share_a_node_with_disjoint_gpus(swf):
     assert all(v > 0 for v in doc["figures"]["requests_per_worker"].values())
 
 
+def test_nodes_share_the_filesystem_but_not_the_file_discovery_dir(cluster):
+    """The harness's nodes see one filesystem (like NFS/Lustre) but each has its own Dynamo file-store
+    dir, so a process falling back to file discovery could not meet another node through it."""
+    (d,) = PRIVATE_DIRS
+
+    def on(node, script):
+        cmd = ["srun", "-N1", "-n1", f"--nodelist={node}", "--time=1", "/bin/sh", "-c", script]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+
+    assert on("n1", f"touch {d}/probe-n1 /tmp/shared-probe-n1").returncode == 0
+    seen = on("n2", f"ls {d}; ls /tmp/shared-probe-n1")
+    assert "probe-n1" not in seen.stdout.split("\n")[0] and "/tmp/shared-probe-n1" in seen.stdout
+    Path("/tmp/shared-probe-n1").unlink(missing_ok=True)
+
+
 def test_disaggregated_roles_land_on_the_planned_nodes(swf):
     r = sm(swf, "results/slurm-disagg-2node/c4.json")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -87,8 +101,12 @@ def test_disaggregated_roles_land_on_the_planned_nodes(swf):
     assert len(hosts) == 2
     logs = swf / "logs/slurm-disagg-2node/c4"
     placed = {p["name"]: nodes_in_log(logs / f"{p['name']}.log")[0] for p in plan["processes"]}
-    assert placed["frontend"] == placed["prefill-0"] == hosts[0]  # node 0 of the allocation
+    assert placed["etcd"] == placed["frontend"] == placed["prefill-0"] == hosts[0]  # node 0 of the allocation
     assert placed["decode-0"] == hosts[1]
+    # the two nodes met only through the network: etcd on node 0, no file store anywhere
+    assert doc["identity"]["discovery"] == "etcd" and not (logs / "discovery").exists()
+    for p in plan["processes"]:
+        assert "DYN_FILE_KV" not in p["env"] and "--discovery-backend file" not in " ".join(p["argv"])
     # the decode worker reached the prefill worker and the frontend across nodes
     assert doc["figures"]["requests_per_worker"]["decode-0"] > 0
     assert doc["figures"]["requests_per_worker"]["prefill-0"] > 0
@@ -106,15 +124,32 @@ def test_two_points_at_once_on_one_node_share_no_ports_or_discovery(swf):
         "point:slurm_extra='--nodelist=n3'",
     )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    slots, hosts, discovery = [], set(), set()
+    slots, hosts, namespaces = [], set(), set()
     for c in (4, 8):
         doc = json.loads((swf / f"results/slurm-agg-2x/c{c}.json").read_text())
         hosts |= set(doc["identity"]["hosts"])
         log = (swf / f"logs/slurm-agg-2x/c{c}/driver.log").read_text()
         slots.append(int(re.search(r"port slot (\d+)", log).group(1)))
-        discovery.add(str((swf / f"logs/slurm-agg-2x/c{c}/discovery").resolve()))
+        namespaces.add(re.search(r"namespace (\S+),", log).group(1))
     assert hosts == {"n3"}
-    assert slots[0] != slots[1] and len(discovery) == 2
+    assert slots[0] != slots[1] and len(namespaces) == 2  # own etcd ports and own namespace per stack
+
+
+def test_three_frontends_behind_nginx_across_two_nodes(swf):
+    r = sm(swf, "results/slurm-3fe-2node/c8.json")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    doc = json.loads((swf / "results/slurm-3fe-2node/c8.json").read_text())
+    assert validate_result(doc) == []
+    per_frontend = doc["figures"]["requests_per_frontend"]
+    assert set(per_frontend) == {"frontend-0", "frontend-1", "frontend-2"}
+    assert all(n > 0 for n in per_frontend.values()), per_frontend
+    logs = swf / "logs/slurm-3fe-2node/c8"
+    hosts = sorted(doc["identity"]["hosts"])
+    assert nodes_in_log(logs / "frontend-1.log")[0] == hosts[1]  # a frontend on the second node
+    assert nodes_in_log(logs / "balancer.log")[0] == hosts[0]
+    driver = (logs / "driver.log").read_text()
+    for fe in per_frontend:  # readiness counted every frontend's registrations
+        assert f"'{fe}': {{'backend': 1, 'prefill': 1}}" in driver
 
 
 def _run_until_bench(swf, target, *extra):
@@ -128,25 +163,18 @@ def _run_until_bench(swf, target, *extra):
         env=env,
     )
     log = swf / "logs" / Path(target).parent.relative_to("results") / Path(target).stem / "driver.log"
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        if log.exists() and "bench: aiperf" in log.read_text():
-            return proc
-        time.sleep(0.5)
-    proc.kill()
-    raise AssertionError(f"point never reached the benchmark: {log}")
+    try:
+        wait_for_text(log, "bench: aiperf", timeout=180)
+    except AssertionError:
+        proc.kill()
+        proc.communicate(timeout=30)
+        raise
+    return proc
 
 
 def _finish(proc) -> str:
     out, _ = proc.communicate(timeout=300)
     return out
-
-
-def _no_strays(since):
-    deadline = time.monotonic() + 30
-    while stray_processes(since) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert stray_processes(since) == []
 
 
 def _fails_cleanly(swf, target: str, status: str, proc) -> None:
@@ -155,7 +183,7 @@ def _fails_cleanly(swf, target: str, status: str, proc) -> None:
     assert proc.returncode != 0
     assert "Error in rule point" in out and status in out
     assert not (swf / target).exists()
-    _no_strays(since)
+    assert_no_strays(since, timeout=30)
 
 
 def test_scancel_fails_the_point_cleanly(swf):
@@ -176,3 +204,55 @@ def test_rerun_submits_only_the_missing_points(swf):
     assert r.returncode == 0, r.stderr[-2000:]
     stale = set(re.findall(r"output: (results/[^,\s]+/c\d+\.json)", r.stdout))
     assert stale == {"results/slurm-agg-long/c2.json", "results/slurm-agg-long/c3.json"}
+
+
+def _nodes(state: str, names: list[str]) -> None:
+    cmd = ["scontrol", "update", f"nodename={','.join(names)}", f"state={state}"]
+    subprocess.run(cmd + (["reason=servesweep-queue-test"] if state == "drain" else []), check=True)
+
+
+def test_queued_jobs_run_the_plan_they_were_submitted_with(cluster, tmp_path):
+    """Jobs wait in the queue while one recipe is edited and another broken: each job runs the plan it
+    was submitted with; the next snakemake reports the broken recipe and the edited recipe as stale."""
+    wf = copy_workflow(tmp_path / "wf", recipes=[])
+    shutil.copytree(HERE / "profile", wf / "profiles" / "slurm-test")
+    base = (HERE / "recipes" / "slurm-agg-2x.yaml").read_text()
+    (wf / "recipes" / "q-edit.yaml").write_text(base.replace("name: slurm-agg-2x", "name: q-edit"))
+    broken_text = base.replace("name: slurm-agg-2x", "name: q-break").replace("concurrency: [4, 8]", "concurrency: [4]")
+    (wf / "recipes" / "q-break.yaml").write_text(broken_text)
+    targets = ["results/q-edit/c4.json", "results/q-edit/c8.json", "results/q-break/c4.json"]
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
+    cmd = ["timeout", "-s", "KILL", "400", str(BIN / "snakemake"), "--profile", "profiles/slurm-test", *targets]
+    _nodes("drain", cluster.names)
+    proc = None
+    try:
+        proc = subprocess.Popen(cmd, cwd=wf, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+
+        def pending() -> bool:
+            out = subprocess.run(["squeue", "-h", "-t", "PD", "-o", "%i"], capture_output=True, text=True).stdout
+            return len(out.split()) == 3
+
+        wait_until(pending, 120, "three pending jobs")
+        submitted = {t: (wf / t.replace("results/", ".plans/")).read_bytes() for t in targets}
+        (wf / "recipes" / "q-edit.yaml").write_text(base.replace("name: slurm-agg-2x", "name: q-edit").replace(
+            "--num-gpu-blocks-override, 4096", "--num-gpu-blocks-override, 2048"))  # fmt: skip
+        (wf / "recipes" / "q-break.yaml").write_text("name: [q-break\n")
+        _nodes("resume", cluster.names)
+        out, _ = proc.communicate(timeout=360)
+        assert proc.returncode == 0, out[-4000:]
+    finally:
+        _nodes("resume", cluster.names)
+        if proc and proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=30)
+    for t in targets:
+        doc = json.loads((wf / t).read_text())
+        assert doc["identity"]["plan_fingerprint"] == json.loads(submitted[t])["fingerprints"]["plan"], t
+        assert (wf / t.replace("results/", ".plans/")).read_bytes() == submitted[t]  # nothing re-rendered
+    r = sm(wf, "-n", "results/summary.md")
+    assert r.returncode != 0 and "recipes/q-break.yaml" in r.stderr and "Traceback" not in r.stderr
+    (wf / "recipes" / "q-break.yaml").write_text(broken_text)
+    r = sm(wf, "-n", *targets)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert set(re.findall(r"output: (results/[^,\s]+/c\d+\.json)", r.stdout)) == set(targets[:2])
+    assert_no_strays(time.time() - 400, timeout=30)

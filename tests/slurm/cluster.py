@@ -2,6 +2,12 @@
 
 Each node lives in its own network namespace on a private bridge (its own
 address and port space), with 8 fake GPUs (GRES files pointing at /dev/null).
+Each node also has its own mount namespace with a private tmpfs over Dynamo's
+default file-discovery directory (``$TMPDIR/dynamo_store_kv``): the nodes share
+one filesystem as cluster nodes share NFS/Lustre, but a process that fell back to
+file discovery could never meet a process on another node through it, as on a real
+cluster (inotify does not see other clients' writes). Only what this harness
+started is stopped, by pid (and the processes inside its namespaces).
 Usable as a context manager, or from the shell: ``python tests/slurm/cluster.py up|down``.
 """
 
@@ -21,6 +27,7 @@ NET = "10.99.0"
 STATE = Path(os.environ.get("SERVESWEEP_SLURM_DIR", "/tmp/servesweep-slurm"))
 ETC = Path("/etc/slurm")
 GPUS = 8
+PRIVATE_DIRS = ("/tmp/dynamo_store_kv",)  # node-private, like a node-local disk
 
 
 def sh(*argv: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
@@ -34,6 +41,7 @@ class SlurmCluster:
         self.names = [f"n{i + 1}" for i in range(nodes)]
         self.host = socket.gethostname().split(".")[0]
         self.started_munge = False
+        self.munge_pid: int | None = None
 
     # -- config -------------------------------------------------------------
     def write_config(self) -> None:
@@ -120,8 +128,6 @@ PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP
     def munge_up(self) -> None:
         if self.munge_works():
             return
-        sh("pkill", "-x", "munged", check=False)
-        _wait_gone("munged")
         key = Path("/etc/munge/munge.key")
         if not key.exists():
             sh("mungekey", "--create", "--force", f"--keyfile={key}")
@@ -131,6 +137,9 @@ PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         shutil.chown("/run/munge", "munge", "munge")
         sh("runuser", "-u", "munge", "--", "/usr/sbin/munged")
         self.started_munge = True
+        pidfile = Path("/run/munge/munged.pid")
+        if pidfile.exists():
+            self.munge_pid = int(pidfile.read_text().split()[0])
         deadline = time.monotonic() + 10
         while not self.munge_works():
             if time.monotonic() > deadline:
@@ -144,7 +153,11 @@ PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         self.munge_up()
         sh("/usr/sbin/slurmctld")
         for n in self.names:
-            sh("nsenter", f"--net=/run/netns/ss{n}", "/usr/sbin/slurmd", "-N", n)
+            private = " && ".join(f"mkdir -p {d} && mount -t tmpfs -o size=64m ss-{n} {d}" for d in PRIVATE_DIRS)
+            sh(
+                "nsenter", f"--net=/run/netns/ss{n}", "unshare", "--mount", "--propagation", "private",
+                "/bin/sh", "-c", f"{private} && exec /usr/sbin/slurmd -N {n}",
+            )  # fmt: skip
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             out = sh("sinfo", "-h", "-N", "-o", "%N %t", check=False).stdout.split()
@@ -163,12 +176,18 @@ PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP
                 pass
         return pids
 
+    def _namespace_pids(self) -> list[int]:
+        """Every process inside this harness's node namespaces (slurmd, job steps, stacks)."""
+        pids = []
+        for n in self.names:
+            out = sh("ip", "netns", "pids", f"ss{n}", check=False).stdout.split()
+            pids += [int(p) for p in out if p.isdigit()]
+        return pids
+
     def down(self, quiet: bool = False) -> None:
-        if shutil.which("scancel") and (ETC / "slurm.conf").exists():
+        if shutil.which("scancel") and (ETC / "slurm.conf").exists() and (self.d / "run").exists():
             sh("scancel", "--full", "-u", "root", check=False, timeout=15)
-        pids = self._pids()  # read first: slurmctld removes its pid file before exiting
-        for name in ("slurmctld", "slurmd", "slurmstepd"):
-            sh("pkill", "-x", name, check=False)
+        pids = self._pids() + self._namespace_pids()  # read first: slurmctld removes its pid file on exit
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGTERM)
@@ -177,13 +196,15 @@ PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and any(_alive(p) for p in pids):
             time.sleep(0.1)
-        for pid in pids:
+        for pid in pids + self._namespace_pids():
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
-        sh("pkill", "-9", "-x", "slurmstepd", check=False)
-        if self.started_munge:
-            sh("pkill", "-x", "munged", check=False)
-            _wait_gone("munged")
+        if self.started_munge and self.munge_pid:
+            try:
+                os.kill(self.munge_pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            _wait_dead(self.munge_pid)
         self.net_down()
         for f in ("slurm.conf", "gres.conf"):
             t = ETC / f
@@ -201,9 +222,9 @@ PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         self.down()
 
 
-def _wait_gone(name: str, timeout: float = 10) -> None:
+def _wait_dead(pid: int, timeout: float = 10) -> None:
     deadline = time.monotonic() + timeout
-    while sh("pgrep", "-x", name, check=False).returncode == 0 and time.monotonic() < deadline:
+    while _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
 
 
@@ -231,5 +252,4 @@ if __name__ == "__main__":
         c.up()
         print(sh("sinfo", "-N").stdout)
     else:
-        c.started_munge = True
         c.down()

@@ -179,16 +179,8 @@ def _planes(recipe: Recipe, doc: dict, cluster: Cluster, nodes: int) -> engines.
     cp = {**cluster.control_plane, **(doc.get("control_plane") or {})}
     default = "etcd" if cluster.launcher == "slurm" or nodes > 1 else "file"
     discovery = cp.get("discovery") or default
-    if discovery == "file" and nodes > 1:
-        raise topology.PlacementError(
-            [
-                (
-                    "control_plane.discovery",
-                    f"file discovery on {nodes} nodes: Dynamo's file store only hears of files written through "
-                    "the local kernel (inotify), so nodes would never see each other; use etcd",
-                )
-            ]
-        )
+    if discovery == "file" and nodes > 1:  # recipe.cluster_problems reports it with the recipe's file
+        raise topology.PlacementError([("control_plane.discovery", "file discovery across nodes")])
     return engines.Planes(discovery, cp.get("event_plane") or "zmq")
 
 

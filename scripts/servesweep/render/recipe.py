@@ -224,9 +224,20 @@ def cluster_problems(recipe: Recipe, cluster: Cluster) -> list[Problem]:
             )
         )
     try:
-        topology.place(recipe.roles(), cluster)
+        slots = topology.place(recipe.roles(), cluster)
     except topology.PlacementError as e:
-        out += [Problem(recipe.source, f, r) for f, r in e.issues]
+        return out + [Problem(recipe.source, f, r) for f, r in e.issues]
+    nodes = max(s.node for s in slots) + 1
+    chosen = (recipe.doc.get("control_plane") or {}).get("discovery") or cluster.control_plane.get("discovery")
+    if chosen == "file" and nodes > 1:
+        out.append(
+            Problem(
+                recipe.source,
+                "control_plane.discovery",
+                f"file discovery on {nodes} nodes of {cluster.name!r}: Dynamo's file store only hears of files "
+                "written through the local kernel (inotify), so the nodes would never see each other; use etcd",
+            )
+        )
     return out
 
 

@@ -39,7 +39,8 @@ class Stack:
         procs = {p.name: p for p in plan.processes}
         self.ctx = Context(addrs, names, self.lease.slot * plan.ports["block"], job_id, self.run_dir, procs)
         self._preflight(spawner)
-        (self.run_dir / "discovery").mkdir()
+        if plan.discovery["backend"] == "file":
+            (self.run_dir / "discovery").mkdir()
         self.say(
             f"starting {len(procs)} processes on {plan.nodes} node(s) (port slot {self.lease.slot}, job {job_id}, "
             f"discovery {plan.discovery['backend']}, namespace {self.ctx.namespace}, logs {self.run_dir})"
