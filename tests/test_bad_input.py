@@ -163,3 +163,17 @@ def test_an_error_only_the_rust_validator_finds_is_still_reported():
     problems = schema_problems(doc, "recipe.schema.yaml", "recipes/x.yaml")
     assert [(p.file, p.field) for p in problems] == [("recipes/x.yaml", "name")]
     assert "does not match" in problems[0].reason
+
+
+def test_preflight_in_the_dry_run_names_a_missing_trace(tmp_path):
+    """What a point reads is checked before anything is submitted: a trace that does not exist."""
+    wf = copy_workflow(tmp_path / "wf", recipes=["local-agg-2x-mocker"])
+    f = wf / "recipes" / "local-agg-2x-mocker.yaml"
+    f.write_text(f.read_text().replace("local-sessions.jsonl", "no-such-trace.jsonl"))
+    r = snakemake(wf, "-n", "results/summary.md")
+    assert r.returncode != 0 and "Traceback" not in r.stdout + r.stderr
+    assert (
+        "recipes/local-agg-2x-mocker.yaml: scenario.dataset.trace.path: "
+        "recipes/traces/no-such-trace.jsonl does not exist" in r.stderr
+    )
+    assert not (wf / ".plans").exists()

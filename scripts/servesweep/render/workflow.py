@@ -14,9 +14,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..contract import Plan
 from ..encode import canonical
 from ..errors import InputError, Problem
 from ..files import write_if_changed
+from ..preflight import check_plan
 from ..yamlio import ParseCache
 from .cluster import all_clusters
 from .plan import layout, render_point
@@ -43,6 +45,8 @@ class Selection:
     def __init__(self, root: Path, cluster: str, only: list[str] | None = None):
         self.root = Path(root)
         self._layouts: dict = {}
+        self.preflight_problems: list[Problem] = []
+        self.preflight_notes: list[str] = []
         self._resources: dict = {}  # (recipe, conc, rehearsal) -> the written plan's resources
         self.clusters = all_clusters(self.root / "profiles")
         if cluster not in self.clusters:
@@ -87,9 +91,20 @@ class Selection:
         key = (recipe, conc, rehearsal)
         if key not in self._resources:
             plan, text = self._render(recipe, conc, rehearsal)
-            write_if_changed(self.root / path, text)
+            if not rehearsal and conc == r.concurrency[0]:  # what a point reads and runs is the same for the curve
+                self._preflight(plan)
+            if not self.preflight_problems:
+                write_if_changed(self.root / path, text)
             self._resources[key] = plan["resources"]
         return path
+
+    def _preflight(self, plan: dict) -> None:
+        """The job's pre-flight, from this host: a local point's problems stop the dry run; a Slurm
+        point's paths this host cannot see are left to the job, and said so."""
+        result = self.root / f"results/{plan['recipe']}/c{plan['point']}.json"
+        problems, notes = check_plan(Plan.from_json(plan), self.root, result, in_job=False)
+        self.preflight_problems += problems
+        self.preflight_notes += notes
 
     def resources(self, recipe: str, conc: int) -> dict:
         """What the point's job asks the cluster for (from its plan)."""
@@ -178,6 +193,9 @@ def load_or_exit(
     try:
         sel = Selection(root, cluster, only)
         sel.write_plans()
+        if sel.preflight_problems:
+            raise InputError(sel.preflight_problems)
+        _say_unchecked(sel.preflight_notes)
         if rehearsal:
             sel.write_plans(rehearsal=True)
         sel.write_selection()
@@ -185,3 +203,13 @@ def load_or_exit(
     except InputError as e:
         print(e.report(), file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def _say_unchecked(notes: list[str]) -> None:
+    unique = sorted(set(notes))
+    if unique:
+        print(
+            f"servesweep: pre-flight left {len(unique)} check(s) to the jobs (not checkable from this host), "
+            f"e.g. {unique[0]}",
+            file=sys.stderr,
+        )
