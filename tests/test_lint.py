@@ -28,3 +28,49 @@ def test_snakefmt_clean():
 def test_snakemake_lint_clean():
     r = run(str(BIN / "snakemake"), "--lint", "--config", "cluster=local")
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def _imports() -> dict[str, set[str]]:
+    """servesweep module -> the servesweep modules it imports (relative imports resolved)."""
+    import ast
+
+    pkg = ROOT / "scripts" / "servesweep"
+    graph = {}
+    for f in pkg.rglob("*.py"):
+        mod = ".".join(("servesweep", *f.relative_to(pkg).with_suffix("").parts))
+        parts = mod.split(".") if f.name != "__init__.py" else mod.split(".")[:-1] + ["__init__"]
+        deps = set()
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = parts[: len(parts) - node.level] if node.level else []
+                target = ".".join([*base, *(node.module.split(".") if node.module else [])])
+                names = [f"{target}.{a.name}" for a in node.names]
+                deps |= {n for n in [target, *names] if n.startswith("servesweep")}
+            elif isinstance(node, ast.Import):
+                deps |= {a.name for a in node.names if a.name.startswith("servesweep")}
+        graph[mod] = deps
+    known = set(graph)
+    return {m: {d for d in ds if d in known and d != m} for m, ds in graph.items()}
+
+
+def test_rooms_by_stage_import_one_way_and_without_circles():
+    graph = _imports()
+    upward = [(m, d) for m, ds in graph.items() for d in ds if m.startswith("servesweep.run") and ".render." in d]
+    assert not upward, upward  # run reads only the plan contract
+    assert not [(m, d) for m, ds in graph.items() for d in ds if ".render." in m and ".run." in d]
+    assert not [(m, d) for m, ds in graph.items() for d in ds if ".report." in m and (".run." in d or ".render." in d)]
+    seen, stack = set(), []
+
+    def visit(m):
+        if m in stack:
+            raise AssertionError(f"import circle: {' -> '.join(stack[stack.index(m) :] + [m])}")
+        if m in seen:
+            return
+        stack.append(m)
+        for d in sorted(graph[m]):
+            visit(d)
+        stack.pop()
+        seen.add(m)
+
+    for m in sorted(graph):
+        visit(m)

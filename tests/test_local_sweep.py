@@ -139,3 +139,30 @@ def test_rehearsal_of_a_production_recipe_runs_its_layout_locally(tmp_path):
     assert {p.stem for p in logs.glob("*.log")} >= {"etcd", "frontend", *per_worker, "driver"}
     assert not (logs / "discovery").exists()  # no file store: only etcd connects the processes
     assert "control plane healthy: etcd" in (logs / "driver.log").read_text()
+
+
+def test_three_frontends_behind_nginx_over_etcd_and_nats(tmp_path):
+    """frontend.count 3: nginx (session affinity on the session header) in front of three frontends;
+    readiness counts every frontend's registrations; a real etcd and NATS carry discovery and events."""
+    wf = copy_workflow(tmp_path / "wf", ["local-agg-2x-mocker"])
+    f = wf / "recipes" / "local-agg-2x-mocker.yaml"
+    text = f.read_text().replace("frontend:\n", "frontend:\n  count: 3\n").replace("duration_s: 20", "duration_s: 8")
+    f.write_text(text + "control_plane: {discovery: etcd, event_plane: nats}\n")
+    target = "results/local-agg-2x-mocker/c16.json"
+    with no_processes_left():
+        r = snakemake(wf, target, timeout=600)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    doc = json.loads((wf / target).read_text())
+    assert validate_result(doc) == []
+    per_frontend = doc["figures"]["requests_per_frontend"]
+    assert set(per_frontend) == {"frontend-0", "frontend-1", "frontend-2"}
+    assert all(n > 0 for n in per_frontend.values()), per_frontend
+    assert sum(per_frontend.values()) >= doc["figures"]["requests_completed"]
+    assert doc["figures"]["cache_read_share"] > 0  # KV events reached the routers over NATS
+    logs = wf / "logs/local-agg-2x-mocker/c16"
+    driver = (logs / "driver.log").read_text()
+    assert "control plane healthy: etcd, nats" in driver
+    for fe in per_frontend:
+        assert f"'{fe}': {{'backend': 2}}" in driver
+    conf = (logs / "balancer/nginx.conf").read_text()
+    assert "hash $http_x_dynamo_session_id consistent;" in conf and conf.count("    server 127.0.0.1:") == 3

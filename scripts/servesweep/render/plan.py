@@ -14,6 +14,7 @@ from ..contract import PLAN_SCHEMA, Process
 from ..encode import digest, encode, encode_key
 from . import engines, topology
 from .cluster import Cluster
+from .flags import DYNAMO_KINDS
 from .ports import PortAllocator, binding_collisions, usable_slots
 from .recipe import PLACEHOLDER, RUNTIME_PLACEHOLDERS, Recipe
 
@@ -134,8 +135,8 @@ def layout(recipe: Recipe, cluster: Cluster, rehearsal: Cluster | None = None) -
     planes = _planes(recipe, doc, cluster, nodes)
     alloc = PortAllocator(cluster.port_base, cluster.port_block)
     tools = _Binaries.of(run_cluster, image)
-    procs = _control_plane(planes, tools, alloc) if kind in engines.DYNAMO_KINDS else []
-    frontends = _frontends(doc, python, alloc, planes, nodes) if kind in engines.DYNAMO_KINDS else []
+    procs = _control_plane(planes, tools, alloc) if kind in DYNAMO_KINDS else []
+    frontends = _frontends(doc, python, alloc, planes, nodes) if kind in DYNAMO_KINDS else []
     procs += frontends
     procs += _engines(kind, doc, slots, python, alloc, planes, rehearsal is not None)
     balancer = None

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..errors import InputError, Problem
 from ..yamlio import ParseCache, load_yaml, schema_problems
-from . import engines, topology
+from . import flags, topology
 from .cluster import Cluster
 from .topology import Role
 
@@ -102,10 +102,10 @@ def placeholders_in(doc: dict) -> dict[str, list[str]]:
 
 def _json_problems(args: list, field_prefix: str, label: str) -> list[Problem]:
     problems = []
-    for flag, value, idx in engines.iter_flags(args):
+    for flag, value, idx in flags.iter_flags(args):
         if value is None:
             continue
-        if flag in engines.JSON_FLAGS or (isinstance(value, str) and value.lstrip()[:1] in "{["):
+        if flag in flags.JSON_FLAGS or (isinstance(value, str) and value.lstrip()[:1] in "{["):
             if not isinstance(value, str) or not value.strip():
                 continue
             try:
@@ -138,6 +138,15 @@ def _arg_shape_problems(args: list, field_prefix: str, label: str) -> list[Probl
 
 def semantic_problems(recipe: Recipe, stem: str | None) -> list[Problem]:
     """Meaning checks that need no cluster."""
+    return [
+        *_sweep_problems(recipe, stem),
+        *_engine_problems(recipe),
+        *_arg_problems(recipe),
+        *_env_problems(recipe),
+    ]
+
+
+def _sweep_problems(recipe: Recipe, stem: str | None) -> list[Problem]:
     doc, label, out = recipe.doc, recipe.source, []
     if stem is not None and stem != recipe.name:
         out.append(Problem(label, "name", f"name {recipe.name!r} must match the file name {stem!r}"))
@@ -145,63 +154,64 @@ def semantic_problems(recipe: Recipe, stem: str | None) -> list[Problem]:
     dups = sorted({c for c in conc if conc.count(c) > 1})
     if dups:
         out.append(Problem(label, "concurrency", f"duplicate concurrency values: {dups}"))
-    kind = recipe.engine_kind
-    roles = recipe.roles()
     scen = doc["scenario"]
     if "duration_s" in scen and "requests" in scen:
         out.append(Problem(label, "scenario", "give duration_s or requests, not both"))
     if "duration_s" not in scen and "requests" not in scen:
         out.append(Problem(label, "scenario.duration_s", "give duration_s or requests"))
+    return out
+
+
+def _engine_problems(recipe: Recipe) -> list[Problem]:
+    """What the engine kind supports, and the GPU arithmetic of each role."""
+    doc, label, out = recipe.doc, recipe.source, []
+    kind, roles = recipe.engine_kind, recipe.roles()
     if kind == "vllm":
         if recipe.disaggregated or roles[0].workers > 1:
-            out.append(
-                Problem(
-                    label,
-                    "topology",
-                    "plain 'vllm serve' has no router: use one aggregated replica, or engine.kind dynamo.vllm",
-                )
-            )
+            reason = "plain 'vllm serve' has no router: use one aggregated replica, or engine.kind dynamo.vllm"
+            out.append(Problem(label, "topology", reason))
         if "frontend" in doc:
             out.append(Problem(label, "frontend", "plain 'vllm serve' runs without the Dynamo frontend"))
     if kind == "dynamo.sglang" and not recipe.disaggregated and roles[0].workers > 1:
-        out.append(
-            Problem(
-                label,
-                "topology.aggregated.replicas",
-                "dynamo.sglang supports one replica behind the frontend; use replicas: 1",
-            )
-        )
-    engine_args = list(doc["engine"].get("args", []))
-    multi = sum(r.workers for r in roles) > 1
+        reason = "dynamo.sglang supports one replica behind the frontend; use replicas: 1"
+        out.append(Problem(label, "topology.aggregated.replicas", reason))
     topo = doc["topology"]
     for r in roles:
         stated = (topo.get("aggregated") or (topo.get("disaggregated") or {}).get(r.name) or {}).get("gpus")
         if stated is not None and stated != r.gpus_per_worker:
-            out.append(
-                Problem(
-                    label,
-                    f"{r.field}.gpus",
-                    f"gpus {stated} does not equal dp {r.dp} x tp {r.tp} x pp {r.pp} = {r.gpus_per_worker}",
-                )
-            )
+            reason = f"gpus {stated} does not equal dp {r.dp} x tp {r.tp} x pp {r.pp} = {r.gpus_per_worker}"
+            out.append(Problem(label, f"{r.field}.gpus", reason))
         if r.launch == "per_gpu" and (r.tp > 1 or r.pp > 1):
             out.append(Problem(label, f"{r.field}.launch", "per_gpu launch needs tp = pp = 1 (one DP rank per GPU)"))
         if r.launch == "per_gpu" and kind not in ("dynamo.vllm", "dynamo.mocker"):
             out.append(Problem(label, f"{r.field}.launch", f"per_gpu launch is not supported for {kind}"))
-    arg_lists = [("engine.args", engine_args)] + [(f"{r.field}.args", list(r.args)) for r in roles if r.args]
+    return out
+
+
+def _arg_problems(recipe: Recipe) -> list[Problem]:
+    doc, label, out = recipe.doc, recipe.source, []
+    kind, roles = recipe.engine_kind, recipe.roles()
+    multi = sum(r.workers for r in roles) > 1
+    arg_lists = [("engine.args", list(doc["engine"].get("args", [])))]
+    arg_lists += [(f"{r.field}.args", list(r.args)) for r in roles if r.args]
     for fld, args in arg_lists:
         out += _arg_shape_problems(args, fld, label)
         out += _json_problems(args, fld, label)
-        out += [Problem(label, f, reason) for f, reason in engines.owned_flag_problems(kind, args, fld, multi)]
+        out += [Problem(label, f, reason) for f, reason in flags.owned_flag_problems(kind, args, fld, multi)]
     fe_args = list((doc.get("frontend") or {}).get("args", []))
     out += _arg_shape_problems(fe_args, "frontend.args", label)
-    out += [Problem(label, f, reason) for f, reason in engines.owned_frontend_flag_problems(fe_args)]
+    out += [Problem(label, f, reason) for f, reason in flags.owned_frontend_flag_problems(fe_args)]
+    return out
+
+
+def _env_problems(recipe: Recipe) -> list[Problem]:
+    doc, label, out = recipe.doc, recipe.source, []
     env_fields = [("env", doc.get("env", {})), ("engine.env", doc["engine"].get("env", {}))]
     env_fields += [("frontend.env", (doc.get("frontend") or {}).get("env", {}))]
-    env_fields += [(f"{r.field}.env", r.env) for r in roles]
+    env_fields += [(f"{r.field}.env", r.env) for r in recipe.roles()]
     for fld, env in env_fields:
         for k in env:
-            if k in engines.OWNED_ENV:
+            if k in flags.OWNED_ENV:
                 out.append(Problem(label, f"{fld}.{k}", f"{k} is set by the launcher per process; remove it"))
     for path, text in _strings(doc, ""):
         m = RESERVED_REF.search(text)

@@ -74,48 +74,59 @@ def figures(plan: Plan, export: dict, sc: Scrapes) -> tuple[dict, dict]:
     if f["output_tps_per_gpu"] is None:
         why["output_tps_per_gpu"] = "no output throughput" if gpus else "plan uses no GPUs"
     fe_before, fe_after = Scrapes.merged(sc.frontends_before), Scrapes.merged(sc.frontends_after)
-    before, after = sc.workers_before, sc.workers_after
-    # Prefix-cache share: the frontends' own counters over the benchmark window.
+    f["cache_read_share"] = _cache_share(export, fe_before, fe_after, why)
+    f["requests_per_worker"] = _per_worker(sc, why)
+    f["requests_per_frontend"] = _per_frontend(sc, why)
+    f["server_ttft_s"] = _server_ttft(fe_before, fe_after, why)
+    client_mean = _ms_to_s(st(export, "time_to_first_token"))
+    f["client_ttft_mean_s"] = client_mean
+    server_mean = f["server_ttft_s"]["mean"]
+    f["ttft_gap_s"] = client_mean - server_mean if client_mean is not None and server_mean is not None else None
+    if f["ttft_gap_s"] is None:  # a large gap flags a client artifact
+        why["ttft_gap_s"] = "client or server TTFT missing"
+    return f, why
+
+
+def _cache_share(export: dict, fe_before, fe_after, why: dict) -> float | None:
+    """Prefix-cache share: the frontends' own counters over the benchmark window, else the responses'."""
     share = None
     if fe_before is not None and fe_after is not None:
         cached = _delta(fe_before, fe_after, "dynamo_frontend_cached_tokens_sum")
         inputs = _delta(fe_before, fe_after, "dynamo_frontend_input_sequence_tokens_sum")
         share = cached / inputs if cached is not None and inputs else None
     if share is None:
-        pct = st(export, "overall_usage_prompt_cache_read_pct")
+        pct = bench.stat(export, "overall_usage_prompt_cache_read_pct")
         share = pct / 100.0 if pct is not None else None
         if share is None:
             why["cache_read_share"] = "neither the frontend nor the responses reported cached tokens"
-    f["cache_read_share"] = share
-    # Requests per worker, from each worker's own counter.
-    per_worker = {}
-    for name in before:
-        b, a = before[name], after.get(name)
-        per_worker[name] = (a - b) if a is not None and b is not None else None
-        if per_worker[name] is None:
+    return share
+
+
+def _per_worker(sc: Scrapes, why: dict) -> dict:
+    """Requests per worker, from each worker's own counter."""
+    out = {}
+    for name, b in sc.workers_before.items():
+        a = sc.workers_after.get(name)
+        out[name] = (a - b) if a is not None and b is not None else None
+        if out[name] is None:
             why[f"requests_per_worker.{name}"] = "worker metrics could not be scraped"
-    f["requests_per_worker"] = per_worker
-    f["requests_per_frontend"] = _per_frontend(sc, why)
-    # Server-side TTFT next to the client's: a large gap flags a client artifact.
+    return out
+
+
+def _server_ttft(fe_before, fe_after, why: dict) -> dict:
     server = {"mean": None, "p50": None, "p95": None}
-    if fe_before is not None and fe_after is not None:
-        name = "dynamo_frontend_time_to_first_token_seconds"
-        s = _delta(fe_before, fe_after, f"{name}_sum")
-        c = _delta(fe_before, fe_after, f"{name}_count")
-        if s is not None and c:
-            server["mean"] = s / c
-        hb, ha = metrics.histogram(fe_before, name), metrics.histogram(fe_after, name)
-        server["p50"] = metrics.histogram_quantile(hb, ha, 0.50)
-        server["p95"] = metrics.histogram_quantile(hb, ha, 0.95)
-    else:
+    if fe_before is None or fe_after is None:
         why["server_ttft_s"] = "no frontend metrics (plain engine, or scrape failed)"
-    f["server_ttft_s"] = server
-    client_mean = _ms_to_s(st(export, "time_to_first_token"))
-    f["client_ttft_mean_s"] = client_mean
-    f["ttft_gap_s"] = client_mean - server["mean"] if client_mean is not None and server["mean"] is not None else None
-    if f["ttft_gap_s"] is None:
-        why["ttft_gap_s"] = "client or server TTFT missing"
-    return f, why
+        return server
+    name = "dynamo_frontend_time_to_first_token_seconds"
+    s = _delta(fe_before, fe_after, f"{name}_sum")
+    c = _delta(fe_before, fe_after, f"{name}_count")
+    if s is not None and c:
+        server["mean"] = s / c
+    hb, ha = metrics.histogram(fe_before, name), metrics.histogram(fe_after, name)
+    server["p50"] = metrics.histogram_quantile(hb, ha, 0.50)
+    server["p95"] = metrics.histogram_quantile(hb, ha, 0.95)
+    return server
 
 
 def _per_frontend(sc: Scrapes, why: dict) -> dict:

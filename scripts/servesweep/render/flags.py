@@ -1,0 +1,142 @@
+"""Flags and env the launcher owns (rejected in user args, with the reason), and argv scanning."""
+
+from __future__ import annotations
+
+DYNAMO_KINDS = ("dynamo.vllm", "dynamo.sglang", "dynamo.mocker")
+
+# Flags whose value is an embedded JSON document.
+JSON_FLAGS = frozenset(
+    {
+        "--attention-config",
+        "--kv-transfer-config",
+        "--speculative-config",
+        "--compilation-config",
+        "--kv-events-config",
+        "--additional-config",
+        "--hf-overrides",
+        "--override-generation-config",
+        "--router-policy-config",
+        "--router-conditional-disagg-config",
+    }
+)
+
+_HOST_PORT = "the launcher sets host and port per process"
+_DP = "the launcher sets the DP layout from topology (dp, launch)"
+_PLANES = "the launcher sets discovery and transport for each stack"
+_MODEL = "the launcher sets the model from model.path / model.name"
+_ENGINE_OWNED = {
+    "--host": _HOST_PORT,
+    "--port": _HOST_PORT,
+    "--http-port": _HOST_PORT,
+    "--http-host": _HOST_PORT,
+    "--data-parallel-size-local": _DP,
+    "-dpl": _DP,
+    "--data-parallel-start-rank": _DP,
+    "--data-parallel-rank": _DP,
+    "--data-parallel-address": _DP,
+    "--data-parallel-rpc-port": _DP,
+    "--data-parallel-hybrid-lb": _DP,
+    "--nnodes": _DP,
+    "--node-rank": _DP,
+    "--dist-init-addr": _DP,
+    "--headless": _DP,
+    "--data-parallel-size": "set topology dp instead",
+    "-dp": "set topology dp instead",
+    "--dp-size": "set topology dp instead",
+    "--tensor-parallel-size": "set topology tp instead",
+    "-tp": "set topology tp instead",
+    "--tp-size": "set topology tp instead",
+    "--pipeline-parallel-size": "set topology pp instead",
+    "-pp": "set topology pp instead",
+    "--enable-expert-parallel": "set topology ep: true instead",
+    "--zmq-kv-events-ports": "the launcher gives each replica its own KV-event ports",
+    "--bootstrap-ports": "the launcher sets bootstrap ports per process",
+    "--disaggregation-bootstrap-port": "the launcher sets bootstrap ports per process",
+    "--disaggregation-mode": "the launcher sets the role from topology.disaggregated",
+    "--is-prefill-worker": "the launcher sets the role from topology.disaggregated",
+    "--is-decode-worker": "the launcher sets the role from topology.disaggregated",
+    "--discovery-backend": _PLANES,
+    "--request-plane": _PLANES,
+    "--event-plane": _PLANES,
+    "--model": _MODEL,
+    "--model-path": _MODEL,
+    "--model-name": _MODEL,
+    "--served-model-name": _MODEL,
+    "--endpoint": "the launcher sets the Dynamo endpoint per role",
+}
+_FRONTEND_OWNED = {
+    "--http-port": _HOST_PORT,
+    "--http-host": _HOST_PORT,
+    "--router-mode": "set frontend.router.mode instead",
+    "--router-min-initial-workers": "set frontend.router.min_initial_workers instead",
+    "--router-prefill-load-scale": "set frontend.router.prefill_load_scale instead",
+    "--router-session-affinity-ttl-secs": "set frontend.router.session_affinity.ttl_s instead",
+    "--router-session-affinity-mode": "set frontend.router.session_affinity.mode instead",
+    "--discovery-backend": _PLANES,
+    "--request-plane": _PLANES,
+    "--event-plane": _PLANES,
+    "--namespace": _PLANES,
+}
+OWNED_ENV = frozenset(
+    {
+        "CUDA_VISIBLE_DEVICES",
+        "DYN_SYSTEM_PORT",
+        "DYN_SYSTEM_HOST",
+        "DYN_SYSTEM_ENABLED",
+        "DYN_FILE_KV",
+        "DYN_NAMESPACE",
+        "ETCD_ENDPOINTS",
+        "NATS_SERVER",
+        "DYN_HTTP_PORT",
+        "DYN_HTTP_HOST",
+        "DYN_TCP_RPC_HOST",
+        "DYN_TCP_RESPONSE_STREAM_HOST",
+        "DYN_EVENT_PLANE_HOST",
+        "DYN_HTTP_RPC_HOST",
+        "VLLM_NIXL_SIDE_CHANNEL_PORT",
+        "VLLM_NIXL_SIDE_CHANNEL_HOST",
+        "VLLM_DP_RANK",
+        "VLLM_DP_SIZE",
+        "VLLM_DP_MASTER_PORT",
+    }
+)
+
+
+def iter_flags(args: list):
+    """Yield (flag, value or None, index of the flag) for '--flag v' and '--flag=v'."""
+    for i, a in enumerate(args):
+        if not isinstance(a, str) or not a.startswith("-") or a == "-":
+            continue
+        if "=" in a:
+            flag, value = a.split("=", 1)
+            yield flag, value, i
+            continue
+        nxt = args[i + 1] if i + 1 < len(args) else None
+        is_value = nxt is not None and not (isinstance(nxt, str) and nxt.startswith("--"))
+        yield a, (str(nxt) if is_value else None), i
+
+
+def owned_flag_problems(kind: str, args: list, field: str, multi_replica: bool) -> list[tuple[str, str]]:
+    out = []
+    for flag, _, i in iter_flags(args):
+        if flag == "--kv-events-config":
+            if multi_replica and kind in DYNAMO_KINDS:
+                out.append(
+                    (
+                        f"{field}[{i}]",
+                        "--kv-events-config with several replicas: the launcher gives each replica its "
+                        "own KV-event endpoint; remove it",
+                    )
+                )
+            continue
+        if flag in _ENGINE_OWNED:
+            out.append((f"{field}[{i}]", f"{flag} is owned by the launcher: {_ENGINE_OWNED[flag]}"))
+    return out
+
+
+def owned_frontend_flag_problems(args: list) -> list[tuple[str, str]]:
+    return [
+        (f"frontend.args[{i}]", f"{flag} is owned by the launcher: {_FRONTEND_OWNED[flag]}")
+        for flag, _, i in iter_flags(args)
+        if flag in _FRONTEND_OWNED
+    ]
