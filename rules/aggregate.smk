@@ -7,6 +7,7 @@ localrules:
 rule summary:
     input:
         selection=sw.selection_file(CLUSTER),
+        missing=sw.missing_file(CLUSTER),
         results=selected_results,
     output:
         md="results/summary.md",
@@ -25,6 +26,7 @@ rule summary:
 rule rehearsal_summary:
     input:
         selection=sw.selection_file(CLUSTER),
+        missing=sw.missing_file(CLUSTER, rehearsal=True),
         results=[
             f"results/rehearsal/{p.recipe}/c{p.conc}.json" for p in SELECTION.points
         ],

@@ -15,6 +15,9 @@ def config_flag(key):
 
 
 CLUSTER = config.get("cluster", "local")
+# --config stack_reuse=0: one stack per point for this run (the drivers read it too).
+if "stack_reuse" in config:
+    os.environ["SERVESWEEP_STACK_REUSE"] = "1" if config_flag("stack_reuse") else "0"
 ONLY = [r for r in str(config.get("recipes", "")).split(",") if r]
 # Rehearsal plans are rendered only when asked for: --config rehearsal=1.
 REHEARSAL = config_flag("rehearsal")
@@ -49,6 +52,8 @@ def plan_resources():
     def pick(key):
         def get(wildcards):
             res = SELECTION.resources(wildcards.recipe, int(wildcards.conc))
+            if key == "runtime":
+                return res["runtime_min"]
             if key == "gres":
                 return f"gpu:{res['gpus_per_node']}"
             if key == "slurm_extra":
@@ -60,7 +65,7 @@ def plan_resources():
     return dict(
         nodes=pick("nodes"),
         gres=pick("gres"),
-        runtime=pick("runtime_min"),
+        runtime=pick("runtime"),
         cpus_per_task=pick("cpus_per_task"),
         mem_mb=pick("mem_mb"),
         slurm_extra=pick("slurm_extra"),
@@ -84,3 +89,13 @@ def rehearsal_plan(wildcards):
             "add --config rehearsal=1"
         )
     return sw.Selection.plan_file(wildcards.recipe, int(wildcards.conc), rehearsal=True)
+
+
+RECIPE_ORDER = {r: i for i, r in enumerate(sorted(getattr(SELECTION, "recipes", {})))}
+
+
+def curve_priority(wildcards):
+    """A curve's points back to back, in ascending concurrency: its warm stack is never left idle
+    while another curve runs, and points run as the issue of one curve runs them (low to high).
+    """
+    return 10**9 - RECIPE_ORDER.get(wildcards.recipe, 0) * 10**6 - int(wildcards.conc)

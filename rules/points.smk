@@ -1,5 +1,6 @@
 # One job per point: the driver runs the point's plan and writes its result
-# only if the run is valid.
+# only if the run is valid. The stale points of a recipe form one group (one
+# Slurm job with --group-components, see the profiles) and share one warm stack.
 PLAN_RESOURCES = plan_resources()
 
 
@@ -10,6 +11,9 @@ rule point:
         result="results/{recipe}/c{conc}.json",
     log:
         "logs/{recipe}/c{conc}.snakemake.log",
+    priority: curve_priority
+    group:
+        "curve-{recipe}"
     conda:
         SW_ENV
     resources:
@@ -28,6 +32,9 @@ rule rehearse_point:
         result="results/rehearsal/{recipe}/c{conc}.json",
     log:
         "logs/rehearsal/{recipe}/c{conc}.snakemake.log",
+    priority: curve_priority
+    group:
+        "rehearsal-curve-{recipe}"
     conda:
         SW_ENV
     resources:

@@ -26,7 +26,7 @@ CLUSTERS = all_clusters(ROOT / "profiles")
 RELIABILITY: dict[str, list[tuple[str, bool]]] = {}  # category -> (case, passed), printed at the end
 STACK_PROGRAMS = (
     "dynamo.mocker", "dynamo.frontend", "aiperf", "servesweep run-point", "servesweep.run.standin",
-    "/usr/bin/etcd", "nats-server", "nginx: ",
+    "/usr/bin/etcd", "nats-server", "nginx: ", "servesweep keep-stack",
 )  # fmt: skip
 
 
@@ -64,24 +64,25 @@ def wait_for_text(path: Path, text: str, timeout: float = 120) -> None:
     wait_until(lambda: path.exists() and text in path.read_text(), timeout, f"{text!r} in {path}")
 
 
-def stray_processes(since: float) -> list[str]:
-    """Stack, aiperf or driver processes started after `since` and still alive."""
-    out = []
-    for p in psutil.process_iter(["pid", "cmdline", "create_time", "status"]):
+def stray_processes(since: float, root: Path) -> list[str]:
+    """Stack, aiperf or driver processes started after `since` from a workflow under `root`, still
+    alive. Scoped by working directory: another test run on the machine is never counted (or killed)."""
+    out, root = [], Path(root).resolve()
+    for p in psutil.process_iter(["pid", "cmdline", "create_time", "status", "cwd"]):
         try:
             cmd = " ".join(p.info["cmdline"] or [])
             if p.info["create_time"] < since - 1 or p.info["status"] == psutil.STATUS_ZOMBIE:
                 continue
-            if any(k in cmd for k in STACK_PROGRAMS):
+            if any(k in cmd for k in STACK_PROGRAMS) and Path(p.info["cwd"] or "/").is_relative_to(root):
                 out.append(f"{p.info['pid']}: {cmd[:120]}")
-        except psutil.NoSuchProcess:
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
     return out
 
 
-def kill_strays(since: float) -> list[str]:
+def kill_strays(since: float, root: Path) -> list[str]:
     """SIGKILL whatever a test left running (so one failure never cascades); return what it was."""
-    left = stray_processes(since)
+    left = stray_processes(since, root)
     for line in left:
         try:
             os.kill(int(line.split(":")[0]), signal.SIGKILL)
@@ -90,25 +91,26 @@ def kill_strays(since: float) -> list[str]:
     return left
 
 
-def assert_no_strays(since: float, timeout: float = 15) -> None:
+def assert_no_strays(since: float, root: Path, timeout: float = 15) -> None:
     """Nothing of a stack survives: wait a bounded time for teardown, then check the whole table."""
     try:
-        wait_until(lambda: not stray_processes(since), timeout, "every stack process to exit")
+        wait_until(lambda: not stray_processes(since, root), timeout, "every stack process to exit")
     except AssertionError:
-        left = kill_strays(since)
+        left = kill_strays(since, root)
         raise AssertionError(f"processes left running: {left}") from None
 
 
 @contextmanager
-def no_processes_left():
-    """Around a test body that starts stacks: afterwards (also after a failed assertion) nothing is left."""
+def no_processes_left(root: Path):
+    """Around a test body that starts stacks in the workflow under `root`: afterwards (also after a
+    failed assertion) nothing is left."""
     since = time.time()
     try:
         yield since
     except BaseException:
-        kill_strays(since)
+        kill_strays(since, root)
         raise
-    assert_no_strays(since)
+    assert_no_strays(since, root)
 
 
 @contextmanager

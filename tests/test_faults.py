@@ -62,7 +62,7 @@ def test_engine_exits_during_startup(fwf, reliability):
     reliability("faults", "engine exits during startup")
     write_recipe(fwf, "ok-point")
     write_recipe(fwf, "bad-engine", mutate=lambda d: d["engine"]["args"].extend(["--max-num-seqs", "many"]))
-    with no_processes_left():
+    with no_processes_left(fwf):
         r = snakemake(fwf, "results/summary.md", "--keep-going")
     assert r.returncode != 0
     reason = failure_reason(fwf, "bad-engine", 2)
@@ -72,7 +72,7 @@ def test_engine_exits_during_startup(fwf, reliability):
     assert (fwf / "results/ok-point/c2.json").exists()
     # fix the recipe: the rerun runs only the missing point
     write_recipe(fwf, "bad-engine")
-    with no_processes_left():
+    with no_processes_left(fwf):
         r = snakemake(fwf, "results/summary.md")
     assert r.returncode == 0, r.stderr[-2000:]
     out = r.stdout + r.stderr
@@ -85,7 +85,7 @@ def test_engine_never_ready_times_out(fwf, reliability):
     write_recipe(
         fwf, "slow-engine", mutate=lambda d: d["engine"]["args"].extend(["--startup-time", "600"]), timeout_s=6
     )
-    with no_processes_left():
+    with no_processes_left(fwf):
         r = snakemake(fwf, "results/slow-engine/c2.json")
     assert r.returncode != 0
     assert "stack not ready after 6 s" in failure_reason(fwf, "slow-engine", 2)
@@ -99,7 +99,7 @@ def test_frontend_never_reaches_expected_workers(fwf, reliability):
     plan = json.loads(plan_text(fwf, name))
     plan["expect_registrations"] = {"backend": 3}
     (fwf / "plan.json").write_text(json.dumps(plan))
-    with no_processes_left():
+    with no_processes_left(fwf):
         r = subprocess.run(
             [str(BIN / "servesweep"), "run-point", "plan.json", "results/short/c2.json"],
             cwd=fwf, capture_output=True, text=True, timeout=120,
@@ -138,7 +138,7 @@ def test_engine_dies_mid_benchmark(fwf, reliability):
         mockers = [k for k in descendants(pid) if "dynamo.mocker" in " ".join(k.cmdline())]
         return next((k for k in mockers if k.environ().get("CUDA_VISIBLE_DEVICES") == "1"), None)
 
-    with no_processes_left():
+    with no_processes_left(fwf):
         rc, err = _kill_mid_bench(fwf, name, second_replica)
     assert rc == 1
     assert "process agg-1 exited with code -9 mid-benchmark" in err
@@ -148,7 +148,7 @@ def test_engine_dies_mid_benchmark(fwf, reliability):
 def test_aiperf_crash(fwf, reliability):
     reliability("faults", "aiperf crashes")
     name = write_recipe(fwf, "aiperf-crash", duration=30)
-    with no_processes_left():
+    with no_processes_left(fwf):
         rc, err = _kill_mid_bench(fwf, name, _aiperf_running)
     assert rc == 1
     assert "aiperf exited with code -9" in err
@@ -159,7 +159,7 @@ def test_aiperf_errors_over_threshold(fwf, reliability):
     """A max model length shorter than most prompts: the engine rejects them, aiperf still exits 0."""
     reliability("faults", "errors over threshold")
     write_recipe(fwf, "many-errors", mutate=lambda d: d["engine"]["args"].extend(["--max-model-len", "600"]))
-    with no_processes_left():
+    with no_processes_left(fwf):
         r = snakemake(fwf, "results/many-errors/c2.json")
     assert r.returncode != 0
     reason = failure_reason(fwf, "many-errors", 2)
@@ -185,14 +185,14 @@ def test_port_already_bound_is_avoided_or_reported(fwf, reliability):
     held = []
     try:
         held += [_hold(http + s * block) for s in range(slots - 1)]  # every slot but the last is taken
-        with no_processes_left():
+        with no_processes_left(fwf):
             r = snakemake(fwf, f"results/{name}/c2.json")
         assert r.returncode == 0, r.stdout[-3000:]
         log = (fwf / f"logs/{name}/c2/driver.log").read_text()
         assert "already bound by another program" in log and f"port slot {slots - 1}" in log
         held.append(_hold(http + (slots - 1) * block))  # now every slot: a clear error, nothing started
         (fwf / f"results/{name}/c2.json").unlink()
-        with no_processes_left():
+        with no_processes_left(fwf):
             r = snakemake(fwf, f"results/{name}/c2.json")
         assert r.returncode != 0
         assert "no free port slot" in failure_reason(fwf, name, 2)
@@ -206,7 +206,7 @@ def test_port_already_bound_is_avoided_or_reported(fwf, reliability):
 def test_driver_interrupted_mid_point(fwf, reliability, sig):
     reliability("faults", f"driver {sig.name} mid-point")
     name = write_recipe(fwf, f"interrupt-{sig.name.lower()}", duration=30)
-    with no_processes_left(), running_point(fwf, name) as p:
+    with no_processes_left(fwf), running_point(fwf, name) as p:
         wait_for_text(fwf / f"logs/{name}/c2/driver.log", "bench: aiperf")
         p.send_signal(sig)
         _, err = p.communicate(timeout=60)
@@ -218,7 +218,7 @@ def test_driver_interrupted_mid_point(fwf, reliability, sig):
 def test_snakemake_interrupted_and_restarted(fwf, reliability):
     reliability("faults", "snakemake interrupted + restart")
     write_recipe(fwf, "restart", conc=(2, 3), duration=8)
-    with no_processes_left():
+    with no_processes_left(fwf):
         assert snakemake(fwf, "results/restart/c2.json").returncode == 0  # one point already done
         env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
         sm = subprocess.Popen(
@@ -235,7 +235,7 @@ def test_snakemake_interrupted_and_restarted(fwf, reliability):
                 sm.communicate(timeout=30)
     assert sm.returncode != 0
     check_clean(fwf, "results/restart/c3.json")
-    with no_processes_left():
+    with no_processes_left(fwf):
         r = snakemake(fwf, "results/summary.md")
     assert r.returncode == 0, r.stdout[-3000:]
     out = r.stdout + r.stderr
@@ -254,7 +254,7 @@ def test_secrets_never_land_in_outputs_and_shell_strings_stay_verbatim(fwf, reli
         d["engine"]["env"] = {"PROBE_ARG": hostile}
 
     name = write_recipe(fwf, "secretive", duration=20, mutate=mutate)
-    with no_processes_left():
+    with no_processes_left(fwf):
         with running_point(fwf, name, env={"HF_TOKEN": secret}) as p:
             wait_for_text(fwf / f"logs/{name}/c2/driver.log", "bench: aiperf")
             workers = [k for k in descendants(p.pid) if "dynamo.mocker" in " ".join(k.cmdline())]
@@ -287,7 +287,7 @@ def test_result_write_failure_keeps_the_measured_result(fwf, reliability):
     name = write_recipe(fwf, "unwritable")
     (fwf / f"results/{name}/c2.json").mkdir(parents=True)  # a directory where the result file goes
     (fwf / f"{name}.plan.json").write_text(plan_text(fwf, name))
-    with no_processes_left():
+    with no_processes_left(fwf):
         r = subprocess.run(
             [str(BIN / "servesweep"), "run-point", f"{name}.plan.json", f"results/{name}/c2.json"],
             cwd=fwf, capture_output=True, text=True, timeout=180,
@@ -312,7 +312,7 @@ def test_concurrent_points_never_collide(fwf, reliability):
     write_recipe(fwf, "conc-b", conc=(2, 3), duration=5, mutate=disagg)
     for rep in range(3):
         reliability("concurrency", f"4 points at once, round {rep + 1}")
-        with no_processes_left():
+        with no_processes_left(fwf):
             r = snakemake(fwf, "results/summary.md", "-F", "--cores", "8", "--resources", "point_slots=4", timeout=600)
         assert r.returncode == 0, r.stdout[-3000:]
         slots = []

@@ -30,7 +30,7 @@ def sweep(tmp_path_factory):
         r = snakemake(wf, "results/summary.md", timeout=900)
         yield wf, r, since
     finally:
-        kill_strays(since)
+        kill_strays(since, wf)
 
 
 def results_of(wf):
@@ -97,7 +97,7 @@ def test_server_ttft_is_reported_next_to_the_client(sweep):
 
 def test_no_process_survives_the_sweep(sweep):
     _, _, since = sweep
-    assert_no_strays(since)
+    assert_no_strays(since, sweep[0])
 
 
 def test_second_run_does_nothing(sweep):
@@ -122,7 +122,7 @@ def test_rehearsal_of_a_production_recipe_runs_its_layout_locally(tmp_path):
     name = "dsv4-pro-gb300-1p1d-pdep8-ddep8-mtp"
     wf = copy_workflow(tmp_path / "wf", [name])
     target = f"results/rehearsal/{name}/c384.json"
-    with no_processes_left():
+    with no_processes_left(wf):
         r = snakemake(wf, target, "--config", "cluster=gb300", "rehearsal=1", timeout=600)
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     doc = json.loads((wf / target).read_text())
@@ -149,7 +149,7 @@ def test_three_frontends_behind_nginx_over_etcd_and_nats(tmp_path):
     text = f.read_text().replace("frontend:\n", "frontend:\n  count: 3\n").replace("duration_s: 20", "duration_s: 8")
     f.write_text(text + "control_plane: {discovery: etcd, event_plane: nats}\n")
     target = "results/local-agg-2x-mocker/c16.json"
-    with no_processes_left():
+    with no_processes_left(wf):
         r = snakemake(wf, target, timeout=600)
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     doc = json.loads((wf / target).read_text())

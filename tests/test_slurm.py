@@ -184,7 +184,7 @@ def _fails_cleanly(swf, target: str, status: str, proc) -> None:
     assert proc.returncode != 0
     assert "Error in rule point" in out and status in out
     assert not (swf / target).exists()
-    assert_no_strays(since, timeout=30)
+    assert_no_strays(since, swf, timeout=30)
 
 
 def test_scancel_fails_the_point_cleanly(swf):
@@ -256,4 +256,4 @@ def test_queued_jobs_run_the_plan_they_were_submitted_with(cluster, tmp_path):
     r = sm(wf, "-n", *targets)
     assert r.returncode == 0, r.stderr[-2000:]
     assert set(re.findall(r"output: (results/[^,\s]+/c\d+\.json)", r.stdout)) == set(targets[:2])
-    assert_no_strays(time.time() - 400, timeout=30)
+    assert_no_strays(time.time() - 400, wf, timeout=30)

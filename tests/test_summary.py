@@ -140,3 +140,19 @@ def test_plots_exist_and_are_real_images(fixture_run):
 
 def test_number_format():
     assert num(17078.4) == "17 078" and num(0.514, 2) == "0.51" and num(None) == "–"
+
+
+def test_gpu_hours_count_each_stack_start_once(fixture_run):
+    """Two points on one warm stack pay one startup; one start per point would pay two."""
+    root, paths, sel = fixture_run
+    for c in (4, 16):  # fast's two points shared stack-fast (30 s startup, 60 s of benchmark each)
+        doc = json.loads(Path(f"results/fast/c{c}.json").read_text())
+        doc["identity"]["stack"]["position"] = 1 if c == 4 else 2
+        Path(f"results/fast/c{c}.json").write_text(json.dumps(doc))
+    build_summary(paths, sel, Path("results/summary.md"))
+    md = Path("results/summary.md").read_text()
+    section = md.split("## GPU time")[1].split("##")[0]
+    row = next(ln for ln in section.splitlines() if ln.startswith("| fast"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    # 2 GPUs x (30 + 60 + 60) s = 0.083 GPU-h; one start per point: 2 x (30 + 30 + 120) s = 0.1 GPU-h
+    assert cells == ["fast", "2", "1", "2", "0.083", "0.100"], cells

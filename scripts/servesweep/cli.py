@@ -57,6 +57,12 @@ def cmd_run_point(a) -> int:
     return run_point(Path(a.plan), Path(a.result), log_dir=Path(a.log_dir) if a.log_dir else None)
 
 
+def cmd_keep_stack(a) -> int:
+    from .run.keeper import keep_stack
+
+    return keep_stack(Path(a.plan), Path(a.dir), a.id, a.watch, a.expect, Path(a.result))
+
+
 def cmd_summary(a) -> int:
     from .report.summary import build_summary
 
@@ -87,6 +93,14 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("result")
     r.add_argument("--log-dir")
     r.set_defaults(func=cmd_run_point)
+    k = sub.add_parser("keep-stack", help="(internal) own one curve's warm stack for the points that join it")
+    k.add_argument("plan")
+    k.add_argument("--dir", required=True)
+    k.add_argument("--id", required=True)
+    k.add_argument("--watch", type=int, required=True, help="snakemake pid: stop when it is gone")
+    k.add_argument("--expect", type=int, default=1, help="points expected on this stack")
+    k.add_argument("--result", required=True, help="a result path of the curve, for the pre-flight")
+    k.set_defaults(func=cmd_keep_stack)
     s = sub.add_parser("summary", help="roll result files into results/summary.md")
     s.add_argument("--selection", required=True, help="JSON list of the selected points")
     s.add_argument("--out", required=True)

@@ -20,6 +20,21 @@ CONTROL_ROLES = ("etcd", "nats")  # started first, on node 0; every other proces
 ENGINE_ROLES = ("agg", "prefill", "decode")
 
 
+STACK_REUSE_ENV = "SERVESWEEP_STACK_REUSE"  # "0": one stack per point for a whole run (--config stack_reuse=0)
+
+
+def stack_reuse_allowed() -> bool:
+    import os
+
+    return os.environ.get(STACK_REUSE_ENV, "1").lower() not in ("0", "false", "no")
+
+
+def curve_file(recipe: str, rehearsal: bool) -> str:
+    """Written by the main snakemake process next to the plans, read by the point drivers:
+    how many points of a curve this run expects ({"expected": n}), a hint for the stack keeper."""
+    return f".plans/curves/{'rehearsal-' if rehearsal else ''}{recipe}.json"
+
+
 class PlanError(Exception):
     """A plan file the run side cannot use; the message names the file and why."""
 
@@ -133,6 +148,7 @@ class Plan:
     validity: dict
     container: dict | None
     discovery: dict
+    stack: dict  # {reuse}: whether the stale points of a curve may share one warm stack
     ports: dict
     resources: dict
     benchmark: Benchmark

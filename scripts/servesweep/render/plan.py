@@ -84,11 +84,21 @@ def _benchmark(doc: dict, conc: int, cluster: Cluster, rehearsal: Cluster | None
     }
 
 
-def _runtime_minutes(doc: dict, cluster: Cluster, bench: dict) -> int:
+AIPERF_GRACE_S = 30  # aiperf's --benchmark-grace-period
+
+
+def _time_budget(doc: dict, cluster: Cluster, bench: dict) -> dict:
+    """A job's time: one startup (the readiness timeout) plus each point's warm-up, run and grace,
+    plus the cluster's margin. A curve on one stack pays the startup once."""
     readiness = (doc.get("readiness") or {}).get("timeout_s", cluster.readiness_timeout_s)
     run = bench["duration_s"] or 600
     warm = bench["warmup"].get("duration_s", 0) + (60 if bench["warmup"].get("requests") else 0)
-    return math.ceil((readiness + warm + run + cluster.runtime_margin_s) / 60)
+    point = warm + run + AIPERF_GRACE_S
+    return {
+        "startup_s": readiness + cluster.runtime_margin_s,
+        "point_s": point,
+        "runtime_min": math.ceil((readiness + point + cluster.runtime_margin_s) / 60),
+    }
 
 
 def render(
@@ -113,7 +123,7 @@ def render_point(
     plan["concurrency"] = bench["concurrency"]
     plan["point"] = conc  # the target's concurrency (rehearsal may cap the one it runs)
     plan["benchmark"] = bench
-    plan["resources"] = dict(base["resources"], runtime_min=_runtime_minutes(doc, run_cluster, bench))
+    plan["resources"] = dict(base["resources"], **_time_budget(doc, run_cluster, bench))
     values = {k: encode(plan[k]) for k in POINT_KEYS}
     values["curve_benchmark"] = encode({k: v for k, v in bench.items() if k != "concurrency"})
     plan["fingerprints"] = {
@@ -298,6 +308,7 @@ def _plan_doc(recipe, cluster, rehearsal, doc, kind, image, roles, slots, procs)
         "readiness": {"timeout_s": (doc.get("readiness") or {}).get("timeout_s", run_cluster.readiness_timeout_s)},
         "validity": {"max_error_rate": (doc.get("validity") or {}).get("max_error_rate", 0.05)},
         "container": container,
+        "stack": {"reuse": (doc.get("stack") or {}).get("reuse", True)},
         "ports": {
             "base": cluster.port_base,
             "block": cluster.port_block,

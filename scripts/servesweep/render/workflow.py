@@ -10,11 +10,13 @@ queue changes nothing they run.
 from __future__ import annotations
 
 import json
+import math
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..contract import Plan
+from ..contract import Plan, curve_file, stack_reuse_allowed
 from ..encode import canonical
 from ..errors import InputError, Problem
 from ..files import write_if_changed
@@ -48,6 +50,8 @@ class Selection:
         self.preflight_problems: list[Problem] = []
         self.preflight_notes: list[str] = []
         self._resources: dict = {}  # (recipe, conc, rehearsal) -> the written plan's resources
+        self._fingerprints: dict = {}  # (recipe, conc, rehearsal) -> the written plan's fingerprint
+        self._reuse: dict = {}  # recipe -> its points may share a warm stack
         self.clusters = all_clusters(self.root / "profiles")
         if cluster not in self.clusters:
             known = ", ".join(sorted(self.clusters))
@@ -96,6 +100,8 @@ class Selection:
             if not self.preflight_problems:
                 write_if_changed(self.root / path, text)
             self._resources[key] = plan["resources"]
+            self._fingerprints[key] = plan["fingerprints"]["plan"]
+            self._reuse[recipe] = plan["stack"]["reuse"] and stack_reuse_allowed()
         return path
 
     def _preflight(self, plan: dict) -> None:
@@ -107,9 +113,59 @@ class Selection:
         self.preflight_notes += notes
 
     def resources(self, recipe: str, conc: int) -> dict:
-        """What the point's job asks the cluster for (from its plan)."""
+        """What the point's job asks the cluster for. A curve's stale points run as one Slurm
+        job (a group summing its members' resources): the first carries one startup plus every
+        stale point's time and the plan's nodes and memory; the others add nothing."""
         self.plan_path(recipe, conc)
-        return self._resources[(recipe, conc, False)]
+        res = self._resources[(recipe, conc, False)]
+        stale = self.stale_guess(recipe) if self._reuse[recipe] else []
+        if not stale or conc not in stale:
+            return res
+        if conc != stale[0]:
+            return dict(res, nodes=0, mem_mb=0, cpus_per_task=0, runtime_min=0)
+        total = res["startup_s"] + sum(self._resources[(recipe, c, False)]["point_s"] for c in stale)
+        return dict(res, runtime_min=math.ceil(total / 60))
+
+    def stale_guess(self, recipe: str, rehearsal: bool = False) -> list[int]:
+        """The recipe's points whose result is missing or from another plan (what snakemake will
+        run unless told otherwise), in ascending concurrency."""
+        out = []
+        for c in sorted(self.recipes[recipe].concurrency):
+            path = self.root / f"results/{'rehearsal/' if rehearsal else ''}{recipe}/c{c}.json"
+            if (recipe, c, rehearsal) not in self._fingerprints:
+                continue
+            try:
+                done = json.loads(path.read_bytes())["identity"]["plan_fingerprint"]
+            except (OSError, ValueError, KeyError, TypeError):
+                done = None
+            if done != self._fingerprints[(recipe, c, rehearsal)]:
+                out.append(c)
+        return out
+
+    def write_missing(self, rehearsal: bool = False) -> str:
+        """An input of the summary that is newer than it whenever a selected result is missing.
+
+        Snakemake (since 7.7) does not rebuild a deleted intermediate file when what was built from
+        it is up to date, so a deleted result would never rerun under ``results/summary.md``. This
+        file is rewritten when results go missing after the summary was built; the summary is then
+        stale, and its missing inputs are rebuilt with it."""
+        path = self.root / missing_file(self.cluster.name, rehearsal)
+        prefix = "results/rehearsal/" if rehearsal else "results/"
+        missing = [f"{prefix}{p.recipe}/c{p.conc}.json" for p in self.points]
+        missing = [m for m in missing if not (self.root / m).exists()]
+        summary = self.root / f"{prefix}summary.md"
+        old = _read_json(path)
+        built_since = summary.exists() and path.exists() and summary.stat().st_mtime >= path.stat().st_mtime
+        if not path.exists() or (missing and (missing != old.get("missing") or built_since)):
+            write_if_changed(path, canonical({"missing": missing, "noticed": time.time()}))
+        return missing_file(self.cluster.name, rehearsal)
+
+    def write_curves(self, rehearsal: bool = False) -> None:
+        """Per recipe, how many points the keeper of its warm stack should expect (a hint)."""
+        names = self.recipes if rehearsal else [r.name for r in self.selected]
+        for name in names:
+            doc = {"expected": len(self.stale_guess(name, rehearsal))}
+            write_if_changed(self.root / curve_file(name, rehearsal), canonical(doc))
 
     def plan(self, recipe: str, conc: int, rehearsal: bool = False) -> dict:
         return self._render(recipe, conc, rehearsal)[0]
@@ -161,6 +217,10 @@ class Selection:
         return path
 
 
+def missing_file(cluster: str, rehearsal: bool = False) -> str:
+    return f"{PLANS}/missing-{'rehearsal-' if rehearsal else ''}{cluster}.json"
+
+
 def selection_file(cluster: str) -> str:
     return f"{PLANS}/selection-{cluster}.json"
 
@@ -196,13 +256,24 @@ def load_or_exit(
         if sel.preflight_problems:
             raise InputError(sel.preflight_problems)
         _say_unchecked(sel.preflight_notes)
+        sel.write_curves()
+        sel.write_missing()
         if rehearsal:
             sel.write_plans(rehearsal=True)
+            sel.write_curves(rehearsal=True)
+            sel.write_missing(rehearsal=True)
         sel.write_selection()
         return sel
     except InputError as e:
         print(e.report(), file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def _say_unchecked(notes: list[str]) -> None:

@@ -87,6 +87,10 @@ def flatten(doc: dict, path: str, slo: dict) -> dict:
         "worker_min": min(workers.values()) if workers else None,
         "worker_max": max(workers.values()) if workers else None,
         "server_ttft_mean_s": f["server_ttft_s"]["mean"],
+        "stack_id": i["stack"]["id"],
+        "stack_position": i["stack"]["position"],
+        "startup_s": i["stack"]["startup_s"],
+        "bench_s": doc["timings_s"].get("bench"),
         "ttft_gap_s": f["ttft_gap_s"],
         "slo_met": verdict["met"],
         "slo_missed": "; ".join(f"{v['slo']} {_g(v['value'])} > {_g(v['limit'])}" for v in miss),
@@ -311,6 +315,47 @@ def plots(df: pd.DataFrame, plot_dir: Path, slos: dict) -> dict[str, list[str]]:
     return made
 
 
+def _best_section(df: pd.DataFrame) -> list[str]:
+    best = best_per_concurrency(df)
+    parts = ["", "## Best setup per concurrency (tok/s per GPU, SLO met)", ""]
+    if best.empty:
+        return parts + ["_No point meets its SLO._"]
+    rows = [[r.scenario, r.concurrency, r.recipe, num(r.tps_per_gpu), _verdict(r)] for r in best.itertuples()]
+    headers = ["scenario", "conc", "best recipe", "tok/s/GPU", "SLO"]
+    table = tabulate(rows, headers, tablefmt="github", disable_numparse=True)
+    return parts + [table]
+
+
+def gpu_hours(df: pd.DataFrame) -> list[list]:
+    """Per recipe: stacks, GPU-hours spent (each stack's startup once + every point's benchmark) and
+    what one engine start per point would have cost (every point paying its stack's startup)."""
+    rows = []
+    for recipe, rdf in df.groupby("recipe"):
+        gpus = rdf["gpus"].iloc[0]
+        startups = rdf.groupby("stack_id")["startup_s"].first()
+        bench = rdf["bench_s"].fillna(0).sum()
+        spent = gpus * (startups.sum() + bench) / 3600
+        per_point = gpus * (rdf["startup_s"].sum() + bench) / 3600
+        rows.append([recipe, len(rdf), len(startups), gpus, num(spent, 3), num(per_point, 3)])
+    return rows
+
+
+def _gpu_time_section(df: pd.DataFrame) -> list[str]:
+    headers = ["recipe", "points", "stacks", "GPUs", "GPU-h (startup + benchmark)", "GPU-h with one start per point"]
+    table = tabulate(gpu_hours(df), headers, tablefmt="github", disable_numparse=True)
+    return ["", "## GPU time", "", table]
+
+
+def _provenance_section(df: pd.DataFrame) -> list[str]:
+    prov = []
+    for recipe, rdf in df.groupby("recipe"):
+        written = f"{rdf['end_time'].min()} … {rdf['end_time'].max()}"
+        prints = ", ".join(sorted(set(rdf["plan_fingerprint"])))
+        prov.append([recipe, _image(rdf["image"].iloc[0]), prints, written])
+    headers = ["recipe", "image", "plan fingerprints", "results written"]
+    return ["", "## Provenance", "", tabulate(prov, headers, tablefmt="github", disable_numparse=True)]
+
+
 def build_summary(results: list[Path], selection: Path, out_md: Path, baseline: Path | None = None) -> None:
     sel = json.loads(Path(selection).read_text())
     root = Path.cwd()
@@ -325,20 +370,7 @@ def build_summary(results: list[Path], selection: Path, out_md: Path, baseline: 
         for scen, sdf in df.groupby("scenario"):
             parts += ["", f"## Scenario `{scen}`", "", scenario_table(sdf, md_dir), ""]
             parts += [f"![{f}](plots/{f})" for f in made.get(scen, [])]
-        best = best_per_concurrency(df)
-        parts += ["", "## Best setup per concurrency (tok/s per GPU, SLO met)", ""]
-        if best.empty:
-            parts.append("_No point meets its SLO._")
-        else:
-            rows = [[r.scenario, r.concurrency, r.recipe, num(r.tps_per_gpu), _verdict(r)] for r in best.itertuples()]
-            parts.append(
-                tabulate(
-                    rows,
-                    ["scenario", "conc", "best recipe", "tok/s/GPU", "SLO"],
-                    tablefmt="github",
-                    disable_numparse=True,
-                )
-            )
+        parts += _best_section(df)
     parts += ["", "## Missing points", ""]
     if missing:
         parts.append(tabulate(missing, ["recipe", "conc", "reason", "logs"], tablefmt="github", disable_numparse=True))
@@ -350,25 +382,7 @@ def build_summary(results: list[Path], selection: Path, out_md: Path, baseline: 
         parts += ["", f"## Against baseline `{baseline}`", ""]
         parts.append(baseline_table(df, base) if len(base) and len(df) else "_Baseline has no results._")
     if len(df):
-        parts += ["", "## Provenance", ""]
-        prov = []
-        for recipe, rdf in df.groupby("recipe"):
-            prov.append(
-                [
-                    recipe,
-                    _image(rdf["image"].iloc[0]),
-                    ", ".join(sorted(set(rdf["plan_fingerprint"]))),
-                    f"{rdf['end_time'].min()} … {rdf['end_time'].max()}",
-                ]
-            )
-        parts.append(
-            tabulate(
-                prov,
-                ["recipe", "image", "plan fingerprints", "results written"],
-                tablefmt="github",
-                disable_numparse=True,
-            )
-        )
+        parts += _gpu_time_section(df) + _provenance_section(df)
     csv = out_md.with_suffix(".csv")
     write_if_changed(csv, df.to_csv(index=False) if len(df) else "")
     write_if_changed(out_md, "\n".join(parts) + "\n")

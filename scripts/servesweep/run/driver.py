@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import shutil
@@ -14,42 +13,36 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..contract import Plan, PlanError, load_plan
+from ..contract import Plan, PlanError, load_plan, stack_reuse_allowed
 from ..preflight import PreflightFailed
 from . import bench, metrics, result, slots, slurm
-from .ready import PointFailed, check_alive
+from .curve import Invocation, SharedStack, reset_prefix_caches
+from .driver_io import Interrupted, Say, now, raise_interrupt
+from .ready import PointFailed
 from .spawn import LocalSpawner, MissingSecret, die_with_parent, stop_all
 from .stack import Stack
-
-
-class Interrupted(BaseException):
-    def __init__(self, signum: int):
-        self.signum = signum
-        super().__init__(signal.Signals(signum).name)
 
 
 class ResultNotSaved(Exception):
     """The benchmark ran but its result could not be written; the message says where it was kept."""
 
 
-def _raise_interrupt(signum, _frame):
-    raise Interrupted(signum)
+class SoloStack:
+    """A point on a stack of its own (reuse off, or not run by snakemake)."""
 
+    def __init__(self, plan: Plan, run_dir: Path, result_path: Path, say):
+        self.stack = Stack(plan, run_dir, result_path, say)
+        self.info, self.position = None, 1
 
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    def attach(self) -> None:
+        self.stack.start()
+        self.info = self.stack.info(f"solo-{self.stack.ctx.job_id}-{os.getpid()}")
 
+    def check(self, when: str) -> None:
+        self.stack.check(when)
 
-class Say:
-    """Progress lines to stderr and the point's driver.log. Never prints env values."""
-
-    def __init__(self, prefix: str, log_path: Path):
-        self.prefix, self.log = prefix, open(log_path, "a", buffering=1)
-
-    def __call__(self, msg: str) -> None:
-        line = f"[{self.prefix}] {msg}"
-        print(line, file=sys.stderr, flush=True)
-        self.log.write(f"{_now()} {line}\n")
+    def detach(self) -> None:
+        self.stack.stop()
 
 
 def default_log_dir(plan: Plan) -> Path:
@@ -97,12 +90,16 @@ def run_point(plan_path: Path, result_path: Path, log_dir: Path | None = None) -
     run_dir.mkdir(parents=True)
     say = Say(f"{plan.recipe} c{plan.concurrency}", run_dir / "driver.log")
     die_with_parent(signal.SIGTERM)  # if the job shell dies, tear down rather than run on as an orphan
-    old = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    stack = Stack(plan, run_dir, result_path, say)
+    old = {s: signal.signal(s, raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    inv = Invocation.current() if plan.stack["reuse"] and stack_reuse_allowed() else None
+    if inv:
+        stack = SharedStack(plan, Path(plan_path).resolve(), result_path, inv, say)
+    else:
+        stack = SoloStack(plan, run_dir, result_path, say)
     cleanup: list = []
     try:
-        started_at = _now()
-        stack.start()
+        started_at = now()
+        stack.attach()
         m = _measure(plan, stack, run_dir, say, cleanup)
         _conclude(plan, stack, m, result_path, run_dir, started_at, say)
         return 0
@@ -117,15 +114,15 @@ def run_point(plan_path: Path, result_path: Path, log_dir: Path | None = None) -
     finally:
         for s in old:
             signal.signal(s, signal.SIG_IGN)
-        stack.stop()
-        for fn in cleanup:
+        for fn in cleanup:  # aiperf first (stopped in finally), then the stack or our turn on it
             fn()
+        stack.detach()
         for s, h in old.items():
             signal.signal(s, h)
 
 
 def _record_failure(run_dir: Path, reason: str) -> None:
-    doc = {"time": _now(), "reason": reason, "logs": str(run_dir)}
+    doc = {"time": now(), "reason": reason, "logs": str(run_dir)}
     (run_dir / "failure.json").write_text(json.dumps(doc, indent=1) + "\n")
 
 
@@ -138,20 +135,23 @@ class Measurement:
     t_bench: float
     t_end: float
     artifacts: Path
+    caches: tuple  # (reset: bool | None, why)
 
 
-def _scrape_all(plan: Plan, stack: Stack) -> tuple[dict, dict]:
+def _scrape_all(plan: Plan, ctx) -> tuple[dict, dict]:
     """(worker request counters, frontend samples) right now."""
-    workers = {p.name: stack.url(p.metrics_url, p.name) for p in plan.processes if p.is_engine and p.registers}
-    fronts = {f: metrics.scrape(stack.url(plan.process(f).metrics_url, f)) for f in plan.frontends}
+    workers = {p.name: ctx.url(p.metrics_url, p.name) for p in plan.processes if p.is_engine and p.registers}
+    fronts = {f: metrics.scrape(ctx.url(plan.process(f).metrics_url, f)) for f in plan.frontends}
     return bench.worker_requests({n: metrics.scrape(u) for n, u in workers.items()}), fronts
 
 
-def _measure(plan: Plan, stack: Stack, run_dir: Path, say, cleanup: list) -> Measurement:
-    workers_before, fe_before = _scrape_all(plan, stack)
+def _measure(plan: Plan, stack, run_dir: Path, say, cleanup: list) -> Measurement:
+    ctx = stack.info.context(plan)
+    caches = reset_prefix_caches(plan, ctx, stack.position)
+    workers_before, fe_before = _scrape_all(plan, ctx)
     art = run_dir / "aiperf"
-    server_metrics = [stack.url(p.metrics_url, p.name) for p in plan.processes if p.is_engine and p.registers]
-    argv = bench.aiperf_argv(plan, stack.ctx, art, server_metrics)
+    server_metrics = [ctx.url(p.metrics_url, p.name) for p in plan.processes if p.is_engine and p.registers]
+    argv = bench.aiperf_argv(plan, ctx, art, server_metrics)
     short_tmp = Path(tempfile.mkdtemp(prefix="servesweep-"))
     cleanup.append(lambda: shutil.rmtree(short_tmp, ignore_errors=True))
     env = bench.aiperf_env(plan, run_dir, short_tmp, os.environ)
@@ -163,46 +163,56 @@ def _measure(plan: Plan, stack: Stack, run_dir: Path, say, cleanup: list) -> Mea
     )
     t_bench = time.monotonic()
     aiperf = LocalSpawner().start("aiperf", argv, env, run_dir / "aiperf.log", Path.cwd())
-    engines = list(stack.handles)
-    stack.handles.append(aiperf)
+    cleanup.insert(0, lambda: stop_all([aiperf], grace_s=2))  # aiperf and its children, whatever happens
     next_note = t_bench + 10
     while aiperf.poll() is None:
-        check_alive(engines, "mid-benchmark")
+        stack.check("mid-benchmark")
         if time.monotonic() >= next_note:
             say(f"bench: {time.monotonic() - t_bench:.0f} s elapsed")
             next_note += 10
         time.sleep(0.1)
     t_end = time.monotonic()
-    check_alive(engines, "mid-benchmark")
+    stack.check("mid-benchmark")
     stop_all([aiperf], grace_s=2)  # aiperf's own children, if any outlived it
-    stack.handles.remove(aiperf)
-    workers_after, fe_after = _scrape_all(plan, stack)
+    workers_after, fe_after = _scrape_all(plan, ctx)
     scrapes = result.Scrapes(workers_before, workers_after, fe_before, fe_after)
     rc = aiperf.poll()
-    return Measurement(bench.read_export(art), scrapes, rc, aiperf.log_tail(8), t_bench, t_end, art)
+    return Measurement(bench.read_export(art), scrapes, rc, aiperf.log_tail(8), t_bench, t_end, art, caches)
 
 
-def _conclude(plan: Plan, stack: Stack, m: Measurement, result_path: Path, run_dir: Path, started_at, say) -> None:
+def _conclude(plan: Plan, stack, m: Measurement, result_path: Path, run_dir: Path, started_at, say) -> None:
     """Gate the run, then write its result; a measured result is never lost."""
     figs, why = result.figures(plan, m.export, m.scrapes)
     reasons = result.gate(plan, m.export, figs, m.aiperf_rc)
     if reasons:
         tail = m.aiperf_tail if m.aiperf_rc or not m.export else ""
         raise PointFailed("invalid run: " + "; ".join(reasons) + (f"\naiperf log tail:\n{tail}" if tail else ""))
-    r = stack.readiness
+    info = stack.info
     timings = {
-        "spawn": round(stack.timings["spawn"], 3),
-        "ready": round(r.smoke_at - r.started, 3),
-        "last_health_to_ready": round(r.smoke_at - max(r.healthy_at.values()), 3),
-        "ready_to_bench": round(m.t_bench - r.smoke_at, 3),
+        "spawn": info.spawn_s,
+        "ready": info.startup_s,
+        "last_health_to_ready": info.last_health_to_ready_s,
         "bench": round(m.t_end - m.t_bench, 3),
     }
+    reset, note = m.caches
+    stack_doc = {"id": info.id, "position": stack.position, "startup_s": info.startup_s}
+    stack_doc |= {"caches_reset": reset, "caches_reset_note": note}
     facts = result.RunFacts(
-        stack.ctx.job_id, sorted(set(stack.names)), started_at, _now(),
-        _engine_version(plan, plan.launcher == "local"), timings, os.path.relpath(m.artifacts),
+        info.job_id, sorted(set(info.node_names)), started_at, now(),
+        _engine_version(plan, plan.launcher == "local"), timings, os.path.relpath(m.artifacts), stack_doc,
     )  # fmt: skip
     doc = result.document(plan, figs, why, m.export, facts)
-    t_w = time.monotonic()
+    _write_or_keep(doc, result_path, run_dir, m.artifacts)
+    (run_dir / "failure.json").unlink(missing_ok=True)
+    say(
+        f"result {result_path}: {figs['requests_completed']} requests, "
+        f"{figs['request_throughput']:.2f} req/s, TTFT p95 {figs['ttft_s']['p95']:.3f} s, "
+        f"cache read {_pct(figs['cache_read_share'])}, per worker {figs['requests_per_worker']}, "
+        f"per frontend {figs['requests_per_frontend']} (stack {info.id}, point {stack.position} on it)"
+    )
+
+
+def _write_or_keep(doc: dict, result_path: Path, run_dir: Path, artifacts: Path) -> None:
     try:
         result.write_result(result_path, doc)
     except Exception as e:  # noqa: BLE001 - whatever broke, the measured result must survive
@@ -210,15 +220,8 @@ def _conclude(plan: Plan, stack: Stack, m: Measurement, result_path: Path, run_d
         kept.write_text(json.dumps(doc, indent=1, default=str) + "\n")
         raise ResultNotSaved(
             f"the benchmark ran but its result could not be written to {result_path} ({type(e).__name__}: {e}); "
-            f"the full result is kept in {kept} and aiperf's artifacts in {m.artifacts}"
+            f"the full result is kept in {kept} and aiperf's artifacts in {artifacts}"
         ) from None
-    (run_dir / "failure.json").unlink(missing_ok=True)
-    say(
-        f"result {result_path}: {figs['requests_completed']} requests, "
-        f"{figs['request_throughput']:.2f} req/s, TTFT p95 {figs['ttft_s']['p95']:.3f} s, "
-        f"cache read {_pct(figs['cache_read_share'])}, per worker {figs['requests_per_worker']}, "
-        f"per frontend {figs['requests_per_frontend']} (written in {time.monotonic() - t_w:.3f} s)"
-    )
 
 
 def _pct(x) -> str:

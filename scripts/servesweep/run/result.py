@@ -205,6 +205,7 @@ class RunFacts:
     engine_version: str | None
     timings_s: dict
     artifacts: str
+    stack: dict  # id, position, startup_s, caches_reset, caches_reset_note
 
 
 def document(plan: Plan, figs: dict, why: dict, export: dict, run: RunFacts) -> dict:
@@ -227,6 +228,7 @@ def document(plan: Plan, figs: dict, why: dict, export: dict, run: RunFacts) -> 
         "scenario": plan.benchmark.scenario,
         "topology": plan.topology,
         "discovery": plan.discovery["backend"],
+        "stack": run.stack,
         "job_id": run.job_id,
         "hosts": run.hosts,
         "start_time": run.start_time,

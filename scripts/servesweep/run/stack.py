@@ -4,13 +4,36 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..contract import CONTROL_ROLES, Plan
 from ..preflight import PreflightFailed, check_plan
 from . import balancer, slots, slurm
-from .ready import Readiness, wait_healthy, wait_ready
+from .ready import Readiness, check_alive, wait_healthy, wait_ready
 from .spawn import Context, Handle, LocalSpawner, SrunSpawner, stop_all
+
+
+@dataclass(frozen=True)
+class StackInfo:
+    """What a point needs to know about a ready stack (also across processes, as JSON)."""
+
+    id: str
+    job_id: str
+    node_addrs: list[str]
+    node_names: list[str]
+    port_shift: int
+    run_dir: str
+    startup_s: float  # spawn to ready (smoke token)
+    spawn_s: float
+    last_health_to_ready_s: float
+
+    def context(self, plan: Plan) -> Context:
+        procs = {p.name: p for p in plan.processes}
+        return Context(self.node_addrs, self.node_names, self.port_shift, self.job_id, Path(self.run_dir), procs)
+
+    def to_json(self) -> dict:
+        return asdict(self)
 
 
 class Stack:
@@ -86,6 +109,18 @@ class Stack:
 
     def url(self, template: str | None, me: str = "") -> str | None:
         return self.ctx.url(template, me)
+
+    def check(self, when: str) -> None:
+        """Raise PointFailed if any process of the stack has exited."""
+        check_alive(self.handles, when)
+
+    def info(self, stack_id: str) -> StackInfo:
+        r, c = self.readiness, self.ctx
+        return StackInfo(
+            stack_id, c.job_id, c.node_addrs, c.node_names, c.port_shift, str(c.run_dir),
+            round(r.smoke_at - r.started + self.timings["spawn"], 3), round(self.timings["spawn"], 3),
+            round(r.smoke_at - max(r.healthy_at.values(), default=r.smoke_at), 3),
+        )  # fmt: skip
 
     def stop(self) -> None:
         if self.handles:

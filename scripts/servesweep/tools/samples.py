@@ -44,6 +44,13 @@ def result_doc(recipe, conc, ttft_p95, tps, gpus=2, scenario="chat", workers=Non
             "scenario": scenario,
             "topology": {"kind": "aggregated", "gpus": gpus, "nodes": 1, "processes": 3, "replicas": 2},
             "discovery": "file",
+            "stack": {
+                "id": f"stack-{recipe}",
+                "position": 1,
+                "startup_s": 30.0,
+                "caches_reset": False,
+                "caches_reset_note": "first point on a fresh stack: nothing cached yet",
+            },
             "job_id": "local-1",
             "hosts": ["localhost"],
             "start_time": "2026-12-01T00:00:00+00:00",

@@ -1,0 +1,229 @@
+"""One engine start per curve: the points of a curve that run in one snakemake invocation
+share a warm stack.
+
+The first point of a curve to run starts a *keeper* (``servesweep keep-stack``), a detached
+process that owns the stack: it starts it, watches every process, and tears it down when
+the expected points are done, when it has been idle, or when the snakemake process that
+runs the points is gone (Ctrl-C, SIGKILL, scancel, time limit). Each point attaches, waits
+its turn (one benchmark at a time), runs aiperf against the stack and writes its own
+result. Files in the stack dir carry the state: ``state.json`` (the keeper's), ``served``
+and ``running`` (the points'), guarded by flocks.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from ..contract import Plan, curve_file
+from ..files import write_if_changed
+from .metrics import http_post_json
+from .ready import PointFailed
+from .stack import StackInfo
+
+IDLE_TIMEOUT_S = float(os.environ.get("SERVESWEEP_STACK_IDLE_S", "90"))
+
+
+def snakemake_ancestor() -> int | None:
+    """The snakemake process running this point (main, or a cluster job's nested one)."""
+    try:
+        p = psutil.Process().parent()
+        while p is not None:
+            if any("snakemake" in part for part in p.cmdline()[:2]):
+                return p.pid
+            p = p.parent()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        pass
+    return None
+
+
+def stacks_root(plan: Plan) -> Path:
+    base = Path.cwd() / "logs" / ("rehearsal" if plan.rehearsal else "")
+    return base / plan.recipe / "stacks"
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """Points share a stack only within one snakemake process and one allocation."""
+
+    snakemake_pid: int
+    job_id: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.job_id}:{self.snakemake_pid}"
+
+    @classmethod
+    def current(cls) -> Invocation | None:
+        pid = snakemake_ancestor()
+        return cls(pid, os.environ.get("SLURM_JOB_ID", "local")) if pid else None
+
+
+class _Flock:
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+
+    def acquire(self, blocking: bool = True) -> bool:
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+            return True
+        except BlockingIOError:
+            return False
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def write_json(path: Path, doc: dict) -> None:
+    write_if_changed(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+
+
+def _alive(pid: int | None) -> bool:
+    try:
+        return bool(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+class SharedStack:
+    """A point's view of the curve's warm stack: attach, take the turn, check health, detach."""
+
+    def __init__(self, plan: Plan, plan_path: Path, result_path: Path, inv: Invocation, say):
+        self.plan, self.plan_path, self.inv, self.say = plan, plan_path, inv, say
+        self.result_path = result_path
+        self.root = stacks_root(plan)
+        self.dir: Path | None = None
+        self.info: StackInfo | None = None
+        self.position = 0
+        self._turn: _Flock | None = None
+
+    def attach(self) -> None:
+        registry = _Flock(self.root / "registry.lock")
+        try:
+            registry.acquire()
+            self.dir = self._find_or_start()
+            (self.dir / "waiting").mkdir(exist_ok=True)
+            (self.dir / "waiting" / str(os.getpid())).touch()  # the keeper stops for no one still waiting
+        finally:
+            registry.close()
+        self.info = self._wait_ready()
+        self._take_turn()
+
+    def _find_or_start(self) -> Path:
+        cur = read_json(self.root / "current.json")
+        same = cur.get("curve") == self.plan.fingerprints["curve"] and cur.get("invocation") == self.inv.key
+        if same:
+            state = read_json(Path(cur["dir"]) / "state.json")
+            if state.get("state") == "dead":  # the curve's stack died: its remaining points fail at once
+                raise PointFailed(f"the curve's stack {cur['id']} died: {state.get('message')}")
+            if _alive(cur.get("keeper")) and state.get("state") in (None, "starting", "ready"):
+                self.say(f"stack: joining warm stack {cur['id']}")
+                return Path(cur["dir"])
+        return self._start_keeper()
+
+    def _start_keeper(self) -> Path:
+        stack_id = f"{self.plan.fingerprints['curve'][:8]}-{int(time.time() * 1000) % 10**10}-{os.getpid()}"
+        d = self.root / stack_id
+        d.mkdir(parents=True)
+        argv = [sys.executable, "-m", "servesweep", "keep-stack", str(self.plan_path), "--dir", str(d)]
+        argv += ["--id", stack_id, "--watch", str(self.inv.snakemake_pid), "--expect", str(expected_points(self.plan))]
+        argv += ["--result", str(self.result_path)]
+        with open(d / "keeper.log", "ab") as log:
+            keeper = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True, close_fds=True, cwd=Path.cwd(),
+            )  # fmt: skip
+        entry = {"id": stack_id, "dir": str(d), "keeper": keeper.pid, "invocation": self.inv.key}
+        write_json(self.root / "current.json", {**entry, "curve": self.plan.fingerprints["curve"]})
+        self.say(f"stack: starting stack {stack_id} for this curve (keeper pid {keeper.pid}, logs {d})")
+        return d
+
+    def state(self) -> dict:
+        return read_json(self.dir / "state.json")
+
+    def _wait_ready(self) -> StackInfo:
+        deadline = time.monotonic() + self.plan.readiness["timeout_s"] + 60
+        keeper = read_json(self.root / "current.json").get("keeper")
+        while time.monotonic() < deadline:
+            st = self.state()
+            if st.get("state") == "ready":
+                return StackInfo(**st["info"])
+            if st.get("state") in ("dead", "stopped"):
+                raise PointFailed(f"stack {self.dir.name}: {st.get('message')}")
+            if st.get("state") is None and keeper and not _alive(keeper) and not self.state():
+                raise PointFailed(f"stack keeper exited before starting; see {self.dir / 'keeper.log'}")
+            time.sleep(0.1)
+        raise PointFailed(f"stack {self.dir.name} not ready in time; see {self.dir}")
+
+    def _take_turn(self) -> None:
+        """One benchmark at a time on a stack; a dead stack ends the wait."""
+        self._turn = _Flock(self.dir / "turn.lock")
+        while not self._turn.acquire(blocking=False):
+            self.check("while waiting for its turn")
+            time.sleep(0.1)
+        self.check("before its benchmark")
+        self.position = int(read_json(self.dir / "served.json").get("served", 0)) + 1
+        write_json(self.dir / "running.json", {"point": self.plan.point, "since": time.time()})
+        self.say(f"stack: point {self.position} on stack {self.dir.name} (started in {self.info.startup_s:.1f} s)")
+
+    def check(self, when: str) -> None:
+        st = self.state()
+        if st.get("state") != "ready":
+            raise PointFailed(f"stack {self.dir.name} is {st.get('state')} {when}: {st.get('message')}")
+
+    def detach(self) -> None:
+        if self._turn is not None:
+            served = int(read_json(self.dir / "served.json").get("served", 0)) + 1
+            write_json(self.dir / "served.json", {"served": served})
+            (self.dir / "running.json").unlink(missing_ok=True)
+            self._turn.close()
+            self._turn = None
+        if self.dir is not None:
+            (self.dir / "waiting" / str(os.getpid())).unlink(missing_ok=True)
+
+
+def waiting_points(stack_dir: Path) -> list[int]:
+    """Points attached to a stack and still alive (a killed point does not hold the stack up)."""
+    out = []
+    for f in (stack_dir / "waiting").glob("*"):
+        if _alive(int(f.name)):
+            out.append(int(f.name))
+        else:
+            f.unlink(missing_ok=True)
+    return out
+
+
+def expected_points(plan: Plan) -> int:
+    """How many points of this curve the main process expected to run (a hint for an early
+    teardown; the idle timeout covers a wrong guess)."""
+    doc = read_json(Path.cwd() / curve_file(plan.recipe, plan.rehearsal))
+    return int(doc.get("expected", 0)) or 1
+
+
+def reset_prefix_caches(plan: Plan, ctx, position: int) -> tuple[bool | None, str]:
+    """Before a point on a warm stack: reset prefix caches where the engine can; say what happened."""
+    if position == 1:
+        return False, "first point on a fresh stack: nothing cached yet"
+    if plan.engine == "vllm":  # vLLM's dev-mode endpoint (VLLM_SERVER_DEV_MODE=1)
+        ok = [http_post_json(ctx.url("http://{addr:self}:{port:self.http}/reset_prefix_cache", p.name), {})[0]
+              for p in plan.processes if p.is_engine]  # fmt: skip
+        if ok and all(code == 200 for code in ok):
+            return True, "POST /reset_prefix_cache on every engine"
+        return None, f"vLLM refused /reset_prefix_cache (HTTP {ok}); start it with VLLM_SERVER_DEV_MODE=1"
+    return None, f"{plan.engine} has no prefix-cache reset endpoint here: earlier points of this stack warmed it"

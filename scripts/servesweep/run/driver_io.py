@@ -1,0 +1,34 @@
+"""What the point driver and the stack keeper share: progress lines and signal handling."""
+
+from __future__ import annotations
+
+import datetime as dt
+import signal
+import sys
+from pathlib import Path
+
+
+class Interrupted(BaseException):
+    def __init__(self, signum: int):
+        self.signum = signum
+        super().__init__(signal.Signals(signum).name)
+
+
+def raise_interrupt(signum, _frame):
+    raise Interrupted(signum)
+
+
+def now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+class Say:
+    """Progress lines to stderr and a log file. Never prints env values."""
+
+    def __init__(self, prefix: str, log_path: Path):
+        self.prefix, self.log = prefix, open(log_path, "a", buffering=1)
+
+    def __call__(self, msg: str) -> None:
+        line = f"[{self.prefix}] {msg}"
+        print(line, file=sys.stderr, flush=True)
+        self.log.write(f"{now()} {line}\n")

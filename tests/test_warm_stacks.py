@@ -1,0 +1,121 @@
+"""One engine start per curve, locally: the stale points of a recipe share one warm stack."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+
+from helpers import BIN, ROOT, copy_workflow, no_processes_left, snakemake, wait_for_text, wait_until
+from helpers import write_recipe as _write_recipe
+
+pytestmark = pytest.mark.integration
+BASE = yaml.safe_load((ROOT / "recipes" / "local-agg-2x-mocker.yaml").read_text())
+NAME = "curve"
+
+
+@pytest.fixture
+def cwf(tmp_path):
+    wf = copy_workflow(tmp_path / "wf", recipes=[])
+    _write_recipe(wf, BASE, NAME, conc=(2, 3, 4), duration=5)
+    return wf
+
+
+def stacks(wf: Path) -> dict[int, dict]:
+    out = {}
+    for c in (2, 3, 4):
+        f = wf / f"results/{NAME}/c{c}.json"
+        if f.exists():
+            out[c] = json.loads(f.read_text())["identity"]["stack"]
+    return out
+
+
+def ran(r: subprocess.CompletedProcess) -> set[str]:
+    return set(re.findall(r"output: (results/[^,\s]+/c\d+\.json)", r.stdout + r.stderr))
+
+
+def test_a_curve_runs_on_one_stack_and_a_deleted_point_on_a_fresh_one(cwf):
+    with no_processes_left(cwf):
+        r = snakemake(cwf, "results/summary.md", timeout=600)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    s = stacks(cwf)
+    assert len({v["id"] for v in s.values()}) == 1, s
+    assert [s[c]["position"] for c in (2, 3, 4)] == [1, 2, 3]
+    assert s[2]["caches_reset"] is False and s[3]["caches_reset"] is None and s[3]["caches_reset_note"]
+    out = r.stdout + r.stderr
+    assert out.count("stack: starting stack") == 1 and out.count("stack: joining warm stack") == 2
+    (stack_dir,) = [d for d in (cwf / f"logs/{NAME}/stacks").iterdir() if d.is_dir()]
+    keeper_log = (stack_dir / "keeper-driver.log").read_text()
+    assert keeper_log.count("ready: ") >= 1 and "all 3 expected point(s) done" in keeper_log
+    assert "teardown:" in keeper_log
+    # the middle point deleted: exactly it reruns, on a fresh stack of its own
+    (cwf / f"results/{NAME}/c3.json").unlink()
+    with no_processes_left(cwf):
+        r = snakemake(cwf, "results/summary.md", timeout=600)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    assert ran(r) == {f"results/{NAME}/c3.json"}
+    s2 = stacks(cwf)
+    assert s2[3]["id"] != s[2]["id"] and s2[3]["position"] == 1
+    assert s2[2] == s[2] and s2[4] == s[4]
+
+
+def _keeper_children(wf: Path) -> list[psutil.Process]:
+    cur = json.loads((wf / f"logs/{NAME}/stacks/current.json").read_text())
+    return psutil.Process(cur["keeper"]).children()
+
+
+def test_a_dead_engine_fails_the_rest_of_the_curve_and_a_rerun_completes_it(cwf):
+    _write_recipe(cwf, BASE, NAME, conc=(2, 3, 4), duration=20)
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
+    cmd = [str(BIN / "snakemake"), "--profile", "profiles/local", "results/summary.md", "--keep-going"]
+    with no_processes_left(cwf):
+        sm = subprocess.Popen(
+            cmd, cwd=cwf, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True
+        )
+        try:
+            wait_for_text(cwf / f"logs/{NAME}/c3/driver.log", "bench: aiperf", timeout=300)
+            victim = wait_until(
+                lambda: next((p for p in _keeper_children(cwf) if "agg-1" in _log_of(p)), None), 30, "agg-1"
+            )
+            victim.kill()
+            out, _ = sm.communicate(timeout=300)
+        finally:
+            if sm.poll() is None:
+                os.killpg(sm.pid, signal.SIGKILL)
+                sm.communicate(timeout=30)
+    assert sm.returncode != 0
+    assert (cwf / f"results/{NAME}/c2.json").exists()
+    for c in (3, 4):
+        assert not (cwf / f"results/{NAME}/c{c}.json").exists()
+        reason = json.loads((cwf / f"logs/{NAME}/c{c}/failure.json").read_text())["reason"]
+        assert "process agg-1 exited with code -9" in reason and "while point c3 was running" in reason, reason
+    with no_processes_left(cwf):
+        r = snakemake(cwf, "results/summary.md", timeout=600)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    assert ran(r) == {f"results/{NAME}/c3.json", f"results/{NAME}/c4.json"}
+    s = stacks(cwf)
+    assert s[3]["id"] == s[4]["id"] != s[2]["id"] and [s[3]["position"], s[4]["position"]] == [1, 2]
+
+
+def _log_of(p: psutil.Process) -> str:
+    """Which stack process this is: its stdout is its log file in the stack dir."""
+    try:
+        return os.readlink(f"/proc/{p.pid}/fd/1")
+    except OSError:
+        return ""
+
+
+def test_reuse_off_runs_one_stack_per_point(cwf):
+    with no_processes_left(cwf):
+        r = snakemake(cwf, f"results/{NAME}/c2.json", f"results/{NAME}/c3.json", "--config", "stack_reuse=0")
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    s = stacks(cwf)
+    assert s[2]["id"] != s[3]["id"] and s[2]["position"] == s[3]["position"] == 1
+    assert "stack: starting stack" not in r.stdout + r.stderr
