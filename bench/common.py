@@ -12,9 +12,16 @@ import sys
 import time
 from pathlib import Path
 
+from servesweep.tools import workcopy
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-sys.path.insert(0, str(ROOT / "tests"))
+LOCAL_RECIPES = ["local-agg-2x-mocker", "local-disagg-1p1d-mocker"]
+snakemake = workcopy.snakemake
+
+
+def copy_workflow(dest: Path, recipes: list[str] | None = None) -> Path:
+    return workcopy.copy_workflow(ROOT, dest, recipes)
 
 
 def machine() -> str:
@@ -57,4 +64,16 @@ def timed_child(
     return wall, rss, r
 
 
-__all__ = ["ROOT", "BIN", "header", "stats", "timed_child", "shutil", "time", "resource"]
+__all__ = [
+    "ROOT",
+    "BIN",
+    "LOCAL_RECIPES",
+    "copy_workflow",
+    "snakemake",
+    "header",
+    "stats",
+    "timed_child",
+    "shutil",
+    "time",
+    "resource",
+]

@@ -8,8 +8,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import BIN, header, stats
-from conftest import LOCAL_RECIPES, copy_workflow, snakemake
+from common import BIN, LOCAL_RECIPES, copy_workflow, header, snakemake, stats
 
 
 def main() -> None:

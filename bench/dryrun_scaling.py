@@ -15,8 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from common import BIN, ROOT, header, timed_child
-from conftest import copy_workflow
+from common import BIN, ROOT, copy_workflow, header, timed_child
 
 CONCS = [1, 2, 4, 8, 16, 32, 64, 128]
 BARE = """import glob, os

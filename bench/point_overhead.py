@@ -16,8 +16,7 @@ from pathlib import Path
 import psutil
 import yaml
 
-from common import BIN, header, stats
-from conftest import copy_workflow
+from common import BIN, copy_workflow, header, stats
 
 
 def sample_rss(pid: int, out: list) -> None:

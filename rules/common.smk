@@ -21,8 +21,19 @@ if "stack_reuse" in config:
 ONLY = [r for r in str(config.get("recipes", "")).split(",") if r]
 # Rehearsal plans are rendered only when asked for: --config rehearsal=1.
 REHEARSAL = config_flag("rehearsal")
+
+
+def run_scope():
+    """(targets, forced) of this run, for sizing a curve's Slurm job (known once the DAG is built)."""
+    dag = workflow.dag_settings
+    if dag is None:
+        return frozenset(), False
+    forced = dag.forceall or dag.forcetargets or "point" in (dag.forcerun or ())
+    return frozenset(dag.targets or ()), bool(forced)
+
+
 SELECTION = sw.load_or_exit(
-    workflow.basedir, CLUSTER, ONLY, REHEARSAL, workflow.is_main_process
+    workflow.basedir, CLUSTER, ONLY, REHEARSAL, workflow.is_main_process, run_scope
 )
 
 
@@ -62,7 +73,12 @@ def plan_resources():
 
         return get
 
+    # mpi: the jobstep plugin then runs the driver in the batch step instead of an srun step of its
+    # own, so a curve's stack keeper lives as long as the job, across the points of the group.
     return dict(
+        mpi="direct",
+        tasks=pick("tasks"),
+        tasks_per_gpu=0,  # else the plugin turns `tasks` into --ntasks-per-gpu
         nodes=pick("nodes"),
         gres=pick("gres"),
         runtime=pick("runtime"),
@@ -92,6 +108,22 @@ def rehearsal_plan(wildcards):
 
 
 RECIPE_ORDER = {r: i for i, r in enumerate(sorted(getattr(SELECTION, "recipes", {})))}
+
+
+def curve_group(prefix):
+    """The group of a point: every stale point of a recipe in one group (merged into one job by
+    the profiles' --group-components), none when the recipe runs one stack per point."""
+
+    def group(wildcards):
+        if workflow.is_main_process and not SELECTION.reuse(wildcards.recipe):
+            return None
+        gid = f"{prefix}-{wildcards.recipe}"
+        workflow.parent_groupids[gid] = (
+            prefix + "-{recipe}"
+        )  # what --group-components names
+        return gid
+
+    return group
 
 
 def curve_priority(wildcards):

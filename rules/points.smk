@@ -11,9 +11,9 @@ rule point:
         result="results/{recipe}/c{conc}.json",
     log:
         "logs/{recipe}/c{conc}.snakemake.log",
-    priority: curve_priority
+    priority: curve_priority(False)
     group:
-        "curve-{recipe}"
+        curve_group("curve")
     conda:
         SW_ENV
     resources:
@@ -32,9 +32,9 @@ rule rehearse_point:
         result="results/rehearsal/{recipe}/c{conc}.json",
     log:
         "logs/rehearsal/{recipe}/c{conc}.snakemake.log",
-    priority: curve_priority
+    priority: curve_priority(True)
     group:
-        "rehearsal-curve-{recipe}"
+        curve_group("rehearsal-curve")
     conda:
         SW_ENV
     resources:

@@ -255,6 +255,7 @@ CASES = [
     ),
     Case("secret-wrong-shape", "env.HF_TOKEN", "", _set("env.HF_TOKEN", {"from": "HF_TOKEN"})),
     Case("shell-string-in-args", "engine.args[6]", "two items", _args("--foo bar; rm -rf /")),
+    Case("stack-reuse-not-bool", "stack.reuse", "is not of type 'boolean'", _set("stack.reuse", "no")),
     Case("zero-frontends", "frontend.count", "less than the minimum", _set("frontend.count", 0)),
     Case("unknown-discovery", "control_plane.discovery", "is not one of", _set("control_plane.discovery", "consul")),
     Case("user-hybrid-lb", "engine.args[6]", "owned by the launcher", _args("--data-parallel-hybrid-lb")),

@@ -47,6 +47,15 @@ def test_sweep_succeeds_and_writes_every_point(sweep):
     assert "ready: " in out and "bench: aiperf at concurrency" in out
 
 
+def test_each_curve_ran_on_one_warm_stack(sweep):
+    """2 recipes x 2 concurrencies: 2 engine starts, not 4."""
+    wf, r, _ = sweep
+    ids = {n: {json.loads((wf / f"results/{n}/c{c}.json").read_text())["identity"]["stack"]["id"] for c in (2, 8)}
+           for n in LOCAL_RECIPES}  # fmt: skip
+    assert all(len(v) == 1 for v in ids.values()) and len(set().union(*ids.values())) == 2, ids
+    assert (r.stdout + r.stderr).count("stack: starting stack") == 2
+
+
 def test_results_validate_and_agree_with_aiperf(sweep):
     wf, _, _ = sweep
     for path, doc in results_of(wf).items():

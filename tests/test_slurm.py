@@ -44,6 +44,14 @@ def swf(cluster, tmp_path_factory):
     shutil.copytree(HERE / "profile", wf / "profiles" / "slurm-test")
     for f in (HERE / "recipes").glob("*.yaml"):
         shutil.copy2(f, wf / "recipes" / f.name)
+    curve = (HERE / "recipes" / "slurm-agg-2x.yaml").read_text().replace("name: slurm-agg-2x", "name: NAME")
+    for name, conc, duration in [
+        ("slurm-curve", "[2, 3, 4]", 6),
+        ("slurm-curve-b", "[2, 3]", 6),
+        ("slurm-curve-long", "[2, 3, 4]", 20),
+    ]:
+        text = curve.replace("NAME", name).replace("concurrency: [4, 8]", f"concurrency: {conc}")
+        (wf / "recipes" / f"{name}.yaml").write_text(text.replace("duration_s: 6", f"duration_s: {duration}"))
     long = (HERE / "recipes" / "slurm-agg-2x.yaml").read_text()
     long = long.replace("name: slurm-agg-2x", "name: slurm-agg-long").replace("duration_s: 6", "duration_s: 600")
     (wf / "recipes" / "slurm-agg-long.yaml").write_text(long.replace("concurrency: [4, 8]", "concurrency: [2, 3]"))
@@ -121,6 +129,8 @@ def test_two_points_at_once_on_one_node_share_no_ports_or_discovery(swf):
         "results/slurm-agg-2x/c8.json",
         "-R",
         "point",
+        "--config",
+        "stack_reuse=0",
         "--set-resources",
         "point:slurm_extra='--nodelist=n3'",
     )
@@ -153,19 +163,25 @@ def test_three_frontends_behind_nginx_across_two_nodes(swf):
         assert f"'{fe}': {{'backend': 1, 'prefill': 1}}" in driver
 
 
-def _run_until_bench(swf, target, *extra):
+def _run_until_bench(swf, target, *extra, wait_for=None, first=None):
+    """Start snakemake on `target` (+ extra args) and return once `wait_for` (default: target) benchmarks;
+    with `first`, that point's result must exist by then."""
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
+    targets = [first, target] if first else [target]
     proc = subprocess.Popen(
-        ["timeout", "-s", "KILL", "400", str(BIN / "snakemake"), "--profile", "profiles/slurm-test", target, *extra],
+        ["timeout", "-s", "KILL", "400", str(BIN / "snakemake"), "--profile", "profiles/slurm-test", *targets, *extra],
         cwd=swf,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         env=env,
     )
-    log = swf / "logs" / Path(target).parent.relative_to("results") / Path(target).stem / "driver.log"
+    watched = Path(wait_for or target)
+    log = swf / "logs" / watched.parent.relative_to("results") / watched.stem / "driver.log"
     try:
-        wait_for_text(log, "bench: aiperf", timeout=180)
+        wait_for_text(log, "bench: aiperf", timeout=240)
+        if first:
+            assert (swf / first).exists(), f"{first} should be done before {watched} benchmarks"
     except AssertionError:
         proc.kill()
         proc.communicate(timeout=30)
@@ -179,10 +195,13 @@ def _finish(proc) -> str:
 
 
 def _fails_cleanly(swf, target: str, status: str, proc) -> None:
+    """`status`: words Slurm or the plugin use for the cause (the plugin names it for a rule job;
+    for a group job the job's own log, which snakemake shows, says it)."""
     since = time.time() - 300
     out = _finish(proc)
     assert proc.returncode != 0
-    assert "Error in rule point" in out and status in out
+    assert "Error in rule point" in out or "Error in group curve-" in out, out[-3000:]
+    assert any(word in out for word in status.split("|")), out[-3000:]
     assert not (swf / target).exists()
     assert_no_strays(since, swf, timeout=30)
 
@@ -197,14 +216,53 @@ def test_scancel_fails_the_point_cleanly(swf):
 
 def test_time_limit_fails_the_point_cleanly(swf):
     proc = _run_until_bench(swf, "results/slurm-agg-long/c3.json", "--set-resources", "point:runtime=1")
-    _fails_cleanly(swf, "results/slurm-agg-long/c3.json", "TIMEOUT", proc)
+    _fails_cleanly(swf, "results/slurm-agg-long/c3.json", "TIMEOUT|DUE TO TIME LIMIT", proc)
+
+
+def test_two_curves_are_two_jobs_each_on_one_stack(swf):
+    targets = [f"results/slurm-curve/c{c}.json" for c in (2, 3, 4)] + [
+        f"results/slurm-curve-b/c{c}.json" for c in (2, 3)
+    ]
+    r = sm(swf, *targets)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-4000:]
+    docs = {t: json.loads((swf / t).read_text())["identity"] for t in targets}
+    for name, n in (("slurm-curve", 3), ("slurm-curve-b", 2)):
+        mine = [d for t, d in docs.items() if f"/{name}/" in t]
+        assert len({d["job_id"] for d in mine}) == 1 and len({d["stack"]["id"] for d in mine}) == 1, mine
+        assert sorted(d["stack"]["position"] for d in mine) == list(range(1, n + 1))
+    assert len({d["job_id"] for d in docs.values()}) == 2  # one Slurm job per curve
+    assert out.count("Submitted group job") == 2
+    assert out.count("stack: starting stack") == 2
+
+
+def test_scancel_mid_curve_keeps_finished_points(swf):
+    c2, c3, c4 = (f"results/slurm-curve-long/c{c}.json" for c in (2, 3, 4))
+    proc = _run_until_bench(swf, c3, c4, wait_for=c3, first=c2)  # c3 benchmarks on the stack c2 used
+    jobs = subprocess.run(["squeue", "-h", "-t", "R", "-o", "%i"], capture_output=True, text=True).stdout.split()
+    assert len(jobs) == 1
+    subprocess.run(["scancel", *jobs], check=True)
+    since = time.time() - 300
+    out = _finish(proc)
+    assert proc.returncode != 0, out[-3000:]
+    assert (swf / "results/slurm-curve-long/c2.json").exists()
+    assert (
+        not (swf / "results/slurm-curve-long/c3.json").exists()
+        and not (swf / "results/slurm-curve-long/c4.json").exists()
+    )
+    assert_no_strays(since, swf, timeout=30)
 
 
 def test_rerun_submits_only_the_missing_points(swf):
     r = sm(swf, "-n", "results/summary.md")
     assert r.returncode == 0, r.stderr[-2000:]
     stale = set(re.findall(r"output: (results/[^,\s]+/c\d+\.json)", r.stdout))
-    assert stale == {"results/slurm-agg-long/c2.json", "results/slurm-agg-long/c3.json"}
+    assert stale == {
+        "results/slurm-agg-long/c2.json",
+        "results/slurm-agg-long/c3.json",
+        "results/slurm-curve-long/c3.json",
+        "results/slurm-curve-long/c4.json",
+    }
 
 
 def _nodes(state: str, names: list[str], check: bool = True) -> None:

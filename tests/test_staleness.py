@@ -192,3 +192,10 @@ def test_rehearsal_is_asked_for_explicitly(tmp_path):
     assert {f"results/rehearsal/{n}/c{c}.json" for n in LOCAL_RECIPES for c in (4, 16)} <= set(
         re.findall(r"output: (results/rehearsal/[^,\s]+/c\d+\.json)", out)
     )
+
+
+def test_deleted_result_reruns_only_that_point(settled):
+    """Snakemake does not rebuild a deleted intermediate by itself; the summary's missing-results
+    input makes it (and only it) run again."""
+    (settled / "results/local-agg-2x-mocker/c16.json").unlink()
+    assert stale_points(settled) == {"results/local-agg-2x-mocker/c16.json"}

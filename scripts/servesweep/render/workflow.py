@@ -52,6 +52,9 @@ class Selection:
         self._resources: dict = {}  # (recipe, conc, rehearsal) -> the written plan's resources
         self._fingerprints: dict = {}  # (recipe, conc, rehearsal) -> the written plan's fingerprint
         self._reuse: dict = {}  # recipe -> its points may share a warm stack
+        self._will_run: dict = {}  # (recipe, rehearsal) -> points snakemake will run
+        # () -> (targets, forced) of this snakemake run; known only once the DAG is being built
+        self.scope = lambda: (frozenset(), False)
         self.clusters = all_clusters(self.root / "profiles")
         if cluster not in self.clusters:
             known = ", ".join(sorted(self.clusters))
@@ -117,14 +120,32 @@ class Selection:
         job (a group summing its members' resources): the first carries one startup plus every
         stale point's time and the plan's nodes and memory; the others add nothing."""
         self.plan_path(recipe, conc)
-        res = self._resources[(recipe, conc, False)]
-        stale = self.stale_guess(recipe) if self._reuse[recipe] else []
+        res = batch_step_tasks(self._resources[(recipe, conc, False)])
+        stale = self.curve_points(recipe) if self._reuse[recipe] else []
         if not stale or conc not in stale:
             return res
         if conc != stale[0]:
-            return dict(res, nodes=0, mem_mb=0, cpus_per_task=0, runtime_min=0)
+            return dict(res, nodes=0, mem_mb=0, cpus_per_task=0, runtime_min=0, tasks=0)
+
         total = res["startup_s"] + sum(self._resources[(recipe, c, False)]["point_s"] for c in stale)
         return dict(res, runtime_min=math.ceil(total / 60))
+
+    def reuse(self, recipe: str) -> bool:
+        """Whether the recipe's points share a warm stack in this run (recipe and --config)."""
+        return self._reuse.get(recipe, stack_reuse_allowed())
+
+    def curve_points(self, recipe: str) -> list[int]:
+        """The recipe's points this run will execute: those requested (by name, or all through an
+        aggregate target) that are stale, or all requested ones when forced."""
+        points = sorted(self.recipes[recipe].concurrency)
+        targets, forced = self.scope()
+        named = {t for t in targets if t.startswith("results/") and t.endswith(".json")}
+        if targets and named == set(targets):  # only result files asked for by name
+            points = [c for c in points if f"results/{recipe}/c{c}.json" in named]
+        if forced:
+            return points
+        stale = set(self.stale_guess(recipe))
+        return [c for c in points if c in stale]
 
     def stale_guess(self, recipe: str, rehearsal: bool = False) -> list[int]:
         """The recipe's points whose result is missing or from another plan (what snakemake will
@@ -160,12 +181,13 @@ class Selection:
             write_if_changed(path, canonical({"missing": missing, "noticed": time.time()}))
         return missing_file(self.cluster.name, rehearsal)
 
-    def write_curves(self, rehearsal: bool = False) -> None:
-        """Per recipe, how many points the keeper of its warm stack should expect (a hint)."""
-        names = self.recipes if rehearsal else [r.name for r in self.selected]
-        for name in names:
-            doc = {"expected": len(self.stale_guess(name, rehearsal))}
-            write_if_changed(self.root / curve_file(name, rehearsal), canonical(doc))
+    def will_run(self, recipe: str, conc: int, rehearsal: bool = False) -> None:
+        """Snakemake decided this point runs (called once per job it will run, before any starts):
+        the curve file then tells the stack keeper exactly how many points to expect."""
+        points = self._will_run.setdefault((recipe, rehearsal), set())
+        if conc not in points:
+            points.add(conc)
+            write_if_changed(self.root / curve_file(recipe, rehearsal), canonical({"expected": len(points)}))
 
     def plan(self, recipe: str, conc: int, rehearsal: bool = False) -> dict:
         return self._render(recipe, conc, rehearsal)[0]
@@ -217,6 +239,14 @@ class Selection:
         return path
 
 
+def batch_step_tasks(res: dict) -> dict:
+    """Task geometry for running the driver in the job's batch step (the rule's ``mpi`` resource):
+    the Slurm plugin wants more than one task for such a job and at least one per node; the plan's
+    CPUs are split over them so the job asks for no more CPUs than one task would."""
+    tasks = max(2, res["nodes"])
+    return dict(res, tasks=tasks, cpus_per_task=math.ceil(res["cpus_per_task"] / tasks))
+
+
 def missing_file(cluster: str, rehearsal: bool = False) -> str:
     return f"{PLANS}/missing-{'rehearsal-' if rehearsal else ''}{cluster}.json"
 
@@ -237,14 +267,22 @@ class SubmittedPlans:
         self.cluster_name = cluster
 
     def resources(self, recipe: str, conc: int) -> dict:
-        return json.loads((self.root / Selection.plan_file(recipe, conc)).read_text())["resources"]
+        return batch_step_tasks(json.loads((self.root / Selection.plan_file(recipe, conc)).read_text())["resources"])
 
     def write_selection(self) -> str:
         return selection_file(self.cluster_name)
 
+    def will_run(self, recipe: str, conc: int, rehearsal: bool = False) -> None:
+        """The main process wrote the curve files."""
+
 
 def load_or_exit(
-    root: Path, cluster: str, only: list[str] | None = None, rehearsal: bool = False, main_process: bool = True
+    root: Path,
+    cluster: str,
+    only: list[str] | None = None,
+    rehearsal: bool = False,
+    main_process: bool = True,
+    scope=None,
 ) -> Selection | SubmittedPlans:
     """For the Snakefile: validate, write the plans; a clean report and exit 2 instead of a traceback.
     In a job's nested snakemake, only read what the main process wrote."""
@@ -252,15 +290,14 @@ def load_or_exit(
         return SubmittedPlans(root, cluster)
     try:
         sel = Selection(root, cluster, only)
+        sel.scope = scope or sel.scope
         sel.write_plans()
         if sel.preflight_problems:
             raise InputError(sel.preflight_problems)
         _say_unchecked(sel.preflight_notes)
-        sel.write_curves()
         sel.write_missing()
         if rehearsal:
             sel.write_plans(rehearsal=True)
-            sel.write_curves(rehearsal=True)
             sel.write_missing(rehearsal=True)
         sel.write_selection()
         return sel

@@ -33,16 +33,18 @@ IDLE_TIMEOUT_S = float(os.environ.get("SERVESWEEP_STACK_IDLE_S", "90"))
 
 
 def snakemake_ancestor() -> int | None:
-    """The snakemake process running this point (main, or a cluster job's nested one)."""
+    """The outermost snakemake process above this point: the main one locally; in a Slurm group job
+    the one in the batch step that runs every member (each member runs in a snakemake of its own)."""
+    found = None
     try:
         p = psutil.Process().parent()
-        while p is not None:
-            if any("snakemake" in part for part in p.cmdline()[:2]):
-                return p.pid
+        while p is not None:  # `snakemake ...`, `python .../bin/snakemake ...` or `python -m snakemake ...`
+            if any(Path(part).name == "snakemake" for part in p.cmdline()[:3]):
+                found = p.pid
             p = p.parent()
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         pass
-    return None
+    return found
 
 
 def stacks_root(plan: Plan) -> Path:
