@@ -126,8 +126,15 @@ def curve_group(prefix):
     return group
 
 
-def curve_priority(wildcards):
+def curve_priority(rehearsal):
     """A curve's points back to back, in ascending concurrency: its warm stack is never left idle
-    while another curve runs, and points run as the issue of one curve runs them (low to high).
-    """
-    return 10**9 - RECIPE_ORDER.get(wildcards.recipe, 0) * 10**6 - int(wildcards.conc)
+    while another curve runs. Snakemake asks once per job it will run, before any starts: that is
+    also how the curve's stack keeper learns how many points to expect."""
+
+    def priority(wildcards):
+        SELECTION.will_run(wildcards.recipe, int(wildcards.conc), rehearsal)
+        return (
+            10**9 - RECIPE_ORDER.get(wildcards.recipe, 0) * 10**6 - int(wildcards.conc)
+        )
+
+    return priority
