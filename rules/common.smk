@@ -17,7 +17,7 @@ def config_flag(key):
 CLUSTER = config.get("cluster", "local")
 # --config stack_reuse=0: one stack per point for this run (the drivers read it too).
 if "stack_reuse" in config:
-    os.environ["SERVESWEEP_STACK_REUSE"] = "1" if config_flag("stack_reuse") else "0"
+    sw.allow_stack_reuse(config_flag("stack_reuse"))
 ONLY = [r for r in str(config.get("recipes", "")).split(",") if r]
 # Rehearsal plans are rendered only when asked for: --config rehearsal=1.
 REHEARSAL = config_flag("rehearsal")

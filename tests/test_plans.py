@@ -70,6 +70,8 @@ def test_gemma4_two_tp4_replicas_on_one_node():
         "gpus_per_node": 8,
         "exclusive": True,
         "runtime_min": p["resources"]["runtime_min"],
+        "startup_s": 1800,  # readiness timeout 1200 + margin 600: paid once per stack
+        "point_s": 1290,  # warm-up 60 + duration 1200 + aiperf grace 30: paid per point
         "cpus_per_task": 96,
         "mem_mb": 1500000,
     }

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..contract import Plan, curve_file, stack_reuse_allowed
+from ..contract import STACK_REUSE_ENV, Plan, curve_file, stack_reuse_allowed
 from ..encode import canonical
 from ..errors import InputError, Problem
 from ..files import write_if_changed
@@ -237,6 +238,12 @@ class Selection:
         path = selection_file(self.cluster.name)
         write_if_changed(self.root / path, canonical(self.selection_doc()))
         return path
+
+
+def allow_stack_reuse(allowed: bool) -> None:
+    """--config stack_reuse=0|1 for a whole run: rendering and every point driver (they inherit
+    snakemake's environment, also in cluster jobs, whose nested snakemake sets it again) read it."""
+    os.environ[STACK_REUSE_ENV] = "1" if allowed else "0"
 
 
 def batch_step_tasks(res: dict) -> dict:
