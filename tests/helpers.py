@@ -161,3 +161,18 @@ def write_recipe(wf: Path, base: dict, name: str, conc=(2,), duration=5, mutate=
         mutate(doc)
     (wf / "recipes" / f"{name}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
     return name
+
+
+def stack_logs(wf: Path, result: str) -> Path:
+    """The directory with the process logs of the stack a result ran on (a warm stack's own
+    directory, or the point's log dir for a stack of its own)."""
+    ident = json.loads((wf / result).read_text())["identity"]
+    base = wf / "logs" / ("rehearsal" if ident["rehearsal"] else "") / ident["recipe"]
+    sid = ident["stack"]["id"]
+    return base / f"c{ident['point']}" if sid.startswith("solo-") else base / "stacks" / sid
+
+
+def stack_driver_log(logs: Path) -> str:
+    """What the stack's driver said (startup, readiness, teardown)."""
+    keeper = logs / "keeper-driver.log"
+    return (keeper if keeper.exists() else logs / "driver.log").read_text()

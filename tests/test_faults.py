@@ -313,7 +313,8 @@ def test_concurrent_points_never_collide(fwf, reliability):
     for rep in range(3):
         reliability("concurrency", f"4 points at once, round {rep + 1}")
         with no_processes_left(fwf):
-            r = snakemake(fwf, "results/summary.md", "-F", "--cores", "8", "--resources", "point_slots=4", timeout=600)
+            args = ["-F", "--cores", "8", "--resources", "point_slots=4", "--config", "stack_reuse=0"]
+            r = snakemake(fwf, "results/summary.md", *args, timeout=600)  # 4 stacks at once
         assert r.returncode == 0, r.stdout[-3000:]
         slots = []
         for rec in ("conc-a", "conc-b"):

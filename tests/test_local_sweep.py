@@ -9,7 +9,16 @@ import pytest
 
 from servesweep.run.result import validate_result
 
-from helpers import LOCAL_RECIPES, assert_no_strays, copy_workflow, kill_strays, no_processes_left, snakemake
+from helpers import (
+    LOCAL_RECIPES,
+    assert_no_strays,
+    copy_workflow,
+    kill_strays,
+    no_processes_left,
+    snakemake,
+    stack_driver_log,
+    stack_logs,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -144,10 +153,10 @@ def test_rehearsal_of_a_production_recipe_runs_its_layout_locally(tmp_path):
     assert all(n > 0 for n in per_worker.values()), per_worker
     # the same control plane as production: a real etcd, no file discovery
     assert doc["identity"]["discovery"] == "etcd"
-    logs = wf / "logs/rehearsal" / name / "c384"
-    assert {p.stem for p in logs.glob("*.log")} >= {"etcd", "frontend", *per_worker, "driver"}
+    logs = stack_logs(wf, target)
+    assert {p.stem for p in logs.glob("*.log")} >= {"etcd", "frontend", *per_worker}
     assert not (logs / "discovery").exists()  # no file store: only etcd connects the processes
-    assert "control plane healthy: etcd" in (logs / "driver.log").read_text()
+    assert "control plane healthy: etcd" in stack_driver_log(logs)
 
 
 def test_three_frontends_behind_nginx_over_etcd_and_nats(tmp_path):
@@ -168,8 +177,8 @@ def test_three_frontends_behind_nginx_over_etcd_and_nats(tmp_path):
     assert all(n > 0 for n in per_frontend.values()), per_frontend
     assert sum(per_frontend.values()) >= doc["figures"]["requests_completed"]
     assert doc["figures"]["cache_read_share"] > 0  # KV events reached the routers over NATS
-    logs = wf / "logs/local-agg-2x-mocker/c16"
-    driver = (logs / "driver.log").read_text()
+    logs = stack_logs(wf, target)
+    driver = stack_driver_log(logs)
     assert "control plane healthy: etcd, nats" in driver
     for fe in per_frontend:
         assert f"'{fe}': {{'backend': 2}}" in driver

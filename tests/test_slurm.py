@@ -17,7 +17,7 @@ import pytest
 
 from servesweep.run.result import validate_result
 
-from helpers import BIN, assert_no_strays, copy_workflow, wait_for_text, wait_until
+from helpers import BIN, assert_no_strays, copy_workflow, stack_driver_log, stack_logs, wait_for_text, wait_until
 from slurm.cluster import PRIVATE_DIRS, SlurmCluster, available
 
 pytestmark = pytest.mark.slurm
@@ -77,7 +77,7 @@ def test_aggregated_replicas_share_a_node_with_disjoint_gpus(swf):
     doc = json.loads((swf / "results/slurm-agg-2x/c4.json").read_text())
     assert validate_result(doc) == []
     assert doc["identity"]["job_id"].isdigit() and len(doc["identity"]["hosts"]) == 1
-    logs = swf / "logs/slurm-agg-2x/c4"
+    logs = stack_logs(swf, "results/slurm-agg-2x/c4.json")
     (n0, g0), (n1, g1) = nodes_in_log(logs / "agg-0.log"), nodes_in_log(logs / "agg-1.log")
     assert n0 == n1 == doc["identity"]["hosts"][0]
     assert g0 and g1 and not set(g0.split(",")) & set(g1.split(","))
@@ -108,7 +108,7 @@ def test_disaggregated_roles_land_on_the_planned_nodes(swf):
     plan = json.loads((swf / ".plans/slurm-disagg-2node/c4.json").read_text())
     hosts = sorted(doc["identity"]["hosts"])
     assert len(hosts) == 2
-    logs = swf / "logs/slurm-disagg-2node/c4"
+    logs = stack_logs(swf, "results/slurm-disagg-2node/c4.json")
     placed = {p["name"]: nodes_in_log(logs / f"{p['name']}.log")[0] for p in plan["processes"]}
     assert placed["etcd"] == placed["frontend"] == placed["prefill-0"] == hosts[0]  # node 0 of the allocation
     assert placed["decode-0"] == hosts[1]
@@ -154,11 +154,11 @@ def test_three_frontends_behind_nginx_across_two_nodes(swf):
     per_frontend = doc["figures"]["requests_per_frontend"]
     assert set(per_frontend) == {"frontend-0", "frontend-1", "frontend-2"}
     assert all(n > 0 for n in per_frontend.values()), per_frontend
-    logs = swf / "logs/slurm-3fe-2node/c8"
+    logs = stack_logs(swf, "results/slurm-3fe-2node/c8.json")
     hosts = sorted(doc["identity"]["hosts"])
     assert nodes_in_log(logs / "frontend-1.log")[0] == hosts[1]  # a frontend on the second node
     assert nodes_in_log(logs / "balancer.log")[0] == hosts[0]
-    driver = (logs / "driver.log").read_text()
+    driver = stack_driver_log(logs)
     for fe in per_frontend:  # readiness counted every frontend's registrations
         assert f"'{fe}': {{'backend': 1, 'prefill': 1}}" in driver
 

@@ -165,7 +165,9 @@ class SharedStack:
         while time.monotonic() < deadline:
             st = self.state()
             if st.get("state") == "ready":
-                return StackInfo(**st["info"])
+                info = StackInfo(**st["info"])
+                self.say(f"ready: stack {info.id} up in {info.startup_s:.1f} s (log {self.dir / 'keeper-driver.log'})")
+                return info
             if st.get("state") in ("dead", "stopped"):
                 raise PointFailed(f"stack {self.dir.name}: {st.get('message')}")
             if st.get("state") is None and keeper and not _alive(keeper) and not self.state():
