@@ -148,19 +148,19 @@ class Selection:
         stale = set(self.stale_guess(recipe))
         return [c for c in points if c in stale]
 
-    def stale_guess(self, recipe: str, rehearsal: bool = False) -> list[int]:
+    def stale_guess(self, recipe: str) -> list[int]:
         """The recipe's points whose result is missing or from another plan (what snakemake will
         run unless told otherwise), in ascending concurrency."""
         out = []
         for c in sorted(self.recipes[recipe].concurrency):
-            path = self.root / f"results/{'rehearsal/' if rehearsal else ''}{recipe}/c{c}.json"
-            if (recipe, c, rehearsal) not in self._fingerprints:
+            path = self.root / f"results/{recipe}/c{c}.json"
+            if (recipe, c, False) not in self._fingerprints:
                 continue
             try:
                 done = json.loads(path.read_bytes())["identity"]["plan_fingerprint"]
             except (OSError, ValueError, KeyError, TypeError):
                 done = None
-            if done != self._fingerprints[(recipe, c, rehearsal)]:
+            if done != self._fingerprints[(recipe, c, False)]:
                 out.append(c)
         return out
 

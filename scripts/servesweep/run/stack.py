@@ -107,9 +107,6 @@ class Stack:
         argv = spawner.command(p, self.ctx.argv(p), self.ctx)
         self.handles.append(spawner.start(p.name, argv, env, self.run_dir / f"{p.name}.log", Path.cwd()))
 
-    def url(self, template: str | None, me: str = "") -> str | None:
-        return self.ctx.url(template, me)
-
     def check(self, when: str) -> None:
         """Raise PointFailed if any process of the stack has exited."""
         check_alive(self.handles, when)
