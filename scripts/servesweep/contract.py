@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .yamlio import schema_errors
 
-PLAN_SCHEMA = "servesweep.plan/2"
+PLAN_SCHEMA = "servesweep.plan/3"
 CONTROL_ROLES = ("etcd", "nats")  # started first, on node 0; every other process needs them
 ENGINE_ROLES = ("agg", "prefill", "decode")
 
@@ -133,6 +133,7 @@ class Plan:
     image: str | None
     engine: str
     recipe_engine: str
+    server_metrics: dict  # {worker_requests: {metric, labels}, ttft: {histogram, source}}: the engine's names
     model: dict
     dynamo: dict | None
     setup: dict | None

@@ -36,6 +36,8 @@ class Cluster:
     container_runtime: str | None = None
     container_mounts: tuple[str, ...] = ()
     engine_python: str = "python3"
+    engine_pythons: dict = field(default_factory=dict, hash=False, compare=False)
+    cpu_engine: dict | None = field(default=None, hash=False, compare=False)
     aiperf: str = "aiperf"
     hf_home: str | None = None
     tokenizer: str | None = None
@@ -48,6 +50,9 @@ class Cluster:
     port_slots: int = 16
     rehearsal_max_duration_s: float = 20.0
     rehearsal_max_concurrency: int = 32
+
+    def python_for(self, kind: str) -> str:
+        return self.engine_pythons.get(kind, self.engine_python)
 
 
 def _from_doc(doc: dict, source: str) -> Cluster:
@@ -81,6 +86,8 @@ def _from_doc(doc: dict, source: str) -> Cluster:
         container_mounts=tuple(container.get("mounts", ())),
         placeholders={k: str(v) for k, v in (doc.get("placeholders") or {}).items()},
         control_plane=dict(doc.get("control_plane") or {}),
+        engine_pythons=dict(doc.get("engine_pythons") or {}),
+        cpu_engine=doc.get("cpu_engine"),
         rehearsal_max_duration_s=rehearsal.get("max_duration_s", 20.0),
         rehearsal_max_concurrency=rehearsal.get("max_concurrency", 32),
         **kwargs,

@@ -87,6 +87,7 @@ class EngineInput:
     kv_router: bool
     planes: Planes
     shared: WorkerPorts
+    cpu: dict | None = None  # the cluster's cpu_engine facts: engines on CPU cores
 
     @property
     def user_args(self) -> list[str]:
@@ -106,7 +107,7 @@ def shares_ports(kind: str, kv_router: bool, disagg: bool, multi_process_dp: boo
     return False, False, False
 
 
-def _http_urls(port: str = "http") -> tuple[str, str]:
+def http_urls(port: str = "http") -> tuple[str, str]:
     base = f"http://{{addr:self}}:{{port:self.{port}}}"
     return f"{base}/health", f"{base}/metrics"
 
@@ -137,7 +138,7 @@ def frontend(recipe_doc: dict, python: str, alloc: PortAllocator, planes: Planes
         argv += ["--router-session-affinity-mode", aff.get("mode", "hard")]
     argv += planes.flags() + [str(a) for a in fe.get("args", [])]
     env = {**_host_env(), **planes.env(), "DYN_HTTP_HOST": "{addr:self}"}
-    return ProcessSpec({"http": alloc.take()}, tuple(argv), env, *_http_urls())
+    return ProcessSpec({"http": alloc.take()}, tuple(argv), env, *http_urls())
 
 
 def etcd(binary: str, alloc: PortAllocator) -> ProcessSpec:
@@ -166,28 +167,22 @@ def balancer(binary: str, alloc: PortAllocator) -> ProcessSpec:
 
 
 def engine_process(e: EngineInput) -> ProcessSpec:
-    if e.kind == "vllm":
-        return _plain_vllm(e)
-    render = {"dynamo.mocker": _mocker, "dynamo.vllm": _dynamo_vllm, "dynamo.sglang": _dynamo_sglang}[e.kind]
+    render = {
+        "dynamo.mocker": _mocker,
+        "dynamo.vllm": _dynamo_vllm,
+        "dynamo.sglang": _dynamo_sglang,
+        "dynamo.trtllm": _dynamo_trtllm,
+    }[e.kind]
     ports = {"system": e.alloc.take()}
     env = {**_host_env(), **e.planes.env(), "CUDA_VISIBLE_DEVICES": ",".join(map(str, e.slot.gpus))}
     env["DYN_SYSTEM_PORT"] = "{port:self.system}"
     env["DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS"] = '["generate"]'
     argv, headless = render(e, ports, env)
-    health, metrics = _http_urls("system")
+    health, metrics = http_urls("system")
     component = "prefill" if e.slot.worker.role.name == "prefill" else "backend"
     if headless:
         return ProcessSpec(ports, tuple(argv), env, None, metrics, {}, True)
     return ProcessSpec(ports, tuple(argv), env, health, metrics, {component: 1})
-
-
-def _plain_vllm(e: EngineInput) -> ProcessSpec:
-    model, role = e.doc["model"], e.slot.worker.role
-    argv = ["vllm", "serve", model["path"], "--served-model-name", model["name"]]
-    argv += ["--host", "{addr:self}", "--port", "{port:self.http}"]
-    argv += _parallel_flags(role.tp, role.pp, 1) + e.user_args
-    env = {"CUDA_VISIBLE_DEVICES": ",".join(map(str, e.slot.gpus))}
-    return ProcessSpec({"http": e.alloc.take()}, tuple(argv), env, *_http_urls())
 
 
 def _own_ranks(e: EngineInput, block: PortBlock) -> PortBlock:
@@ -231,7 +226,7 @@ def _dp_flags(e: EngineInput) -> list[str]:
 def _dynamo_vllm(e: EngineInput, ports: dict, env: dict) -> tuple[list[str], bool]:
     model, s, role = e.doc["model"], e.slot, e.slot.worker.role
     argv = [e.python, "-m", "dynamo.vllm", "--model", model["path"], "--served-model-name", model["name"]]
-    argv += e.planes.flags() + _parallel_flags(role.tp, role.pp, role.dp)
+    argv += e.planes.flags() + parallel_flags(role.tp, role.pp, role.dp)
     if role.ep:
         argv.append("--enable-expert-parallel")
     argv += _dp_flags(e)
@@ -274,7 +269,24 @@ def _dynamo_sglang(e: EngineInput, ports: dict, env: dict) -> tuple[list[str], b
     return argv + e.user_args, not s.leader
 
 
-def _parallel_flags(tp: int, pp: int, dp: int) -> list[str]:
+def _dynamo_trtllm(e: EngineInput, ports: dict, env: dict) -> tuple[list[str], bool]:
+    """dynamo.trtllm (its ``backend_args``): TRT-LLM spans nodes through MPI, not per-node ranks,
+    so a worker is one process here; wider workers are rejected by the recipe check."""
+    model, role = e.doc["model"], e.slot.worker.role
+    argv = [e.python, "-m", "dynamo.trtllm", "--model-path", model["path"], "--served-model-name", model["name"]]
+    argv += e.planes.flags() + ["--tensor-parallel-size", str(role.tp)]
+    if role.pp > 1:
+        argv += ["--pipeline-parallel-size", str(role.pp)]
+    if role.ep:
+        argv += ["--expert-parallel-size", str(role.tp)]
+    if e.kv_router:  # KV events reach the router over the event plane, no port of their own
+        argv.append("--publish-kv-events")
+    if e.disagg:
+        argv += ["--disaggregation-mode", role.name]
+    return argv + e.user_args, False
+
+
+def parallel_flags(tp: int, pp: int, dp: int) -> list[str]:
     out = []
     if tp > 1:
         out += ["--tensor-parallel-size", str(tp)]

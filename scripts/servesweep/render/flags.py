@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-DYNAMO_KINDS = ("dynamo.vllm", "dynamo.sglang", "dynamo.mocker")
+from .kinds import DYNAMO_KINDS
 
 # Flags whose value is an embedded JSON document.
 JSON_FLAGS = frozenset(

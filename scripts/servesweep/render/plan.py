@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 from ..contract import PLAN_SCHEMA, Process
 from ..encode import digest, encode, encode_key
-from . import engines, topology
+from . import engines, plain, topology
 from .cluster import Cluster
-from .flags import DYNAMO_KINDS
+from .kinds import DYNAMO_KINDS, PLAIN_KINDS, server_metrics
 from .ports import PortAllocator, binding_collisions, usable_slots
 from .recipe import PLACEHOLDER, RUNTIME_PLACEHOLDERS, Recipe
 
@@ -148,14 +148,18 @@ def layout(recipe: Recipe, cluster: Cluster, rehearsal: Cluster | None = None) -
     procs = _control_plane(planes, tools, alloc) if kind in DYNAMO_KINDS else []
     frontends = _frontends(doc, python, alloc, planes, nodes) if kind in DYNAMO_KINDS else []
     procs += frontends
-    procs += _engines(kind, doc, slots, python, alloc, planes, rehearsal is not None)
+    cpu = None if rehearsal else cluster.cpu_engine
+    engine_procs = _engines(kind, doc, slots, python, alloc, planes, rehearsal is not None, cpu)
+    procs += engine_procs
+    # nginx in front of several frontends, or of several plain-engine replicas (no router of their own)
+    entries = frontends if kind in DYNAMO_KINDS else [p for p in engine_procs if not p.headless]
     balancer = None
-    if len(frontends) > 1:
+    if len(entries) > 1:
         spec = engines.balancer(tools.nginx, alloc)
         procs.append(_process("balancer", "balancer", None, 0, (), spec))
         balancer = {
             "process": "balancer",
-            "upstreams": [f"{{addr:{f.name}}}:{{port:{f.name}.http}}" for f in frontends],
+            "upstreams": [f"{{addr:{f.name}}}:{{port:{f.name}.http}}" for f in entries],
             "session_header": doc["scenario"].get("session_header"),
         }
     _check_ports(procs, alloc, cluster, one_host=run_cluster.launcher == "local")
@@ -175,7 +179,7 @@ def _effective_recipe(recipe: Recipe, cluster: Cluster, rehearsal: Cluster | Non
     doc = _fill(recipe.doc, cluster.placeholders)  # builds new containers: the recipe stays untouched
     kind = doc["engine"]["kind"]
     image = doc.get("image")
-    python = doc["engine"].get("python") or cluster.engine_python
+    python = doc["engine"].get("python") or cluster.python_for(kind)
     if rehearsal is not None:
         kind, image, python = "dynamo.mocker", None, rehearsal.engine_python
         doc["model"]["path"] = f"{rehearsal.placeholders.get('model_dir', '.cache/models')}/{REHEARSAL_MODEL}"
@@ -241,7 +245,7 @@ def _frontends(doc: dict, python: str, alloc: PortAllocator, planes: engines.Pla
     return out
 
 
-def _engines(kind, doc, slots, python, alloc, planes, rehearsal: bool) -> list[Process]:
+def _engines(kind, doc, slots, python, alloc, planes, rehearsal: bool, cpu: dict | None) -> list[Process]:
     router = ((doc.get("frontend") or {}).get("router") or {}).get("mode", "kv")
     shared: dict[topology.Worker, engines.WorkerPorts] = {}
     out = []
@@ -250,8 +254,8 @@ def _engines(kind, doc, slots, python, alloc, planes, rehearsal: bool) -> list[P
         if w not in shared:
             kv, nixl, rpc = engines.shares_ports(kind, router == "kv", w.role.name != "agg", slot.parts > 1)
             shared[w] = engines.WorkerPorts.take(alloc, w.role.dp, kv, nixl, rpc, slot.name)
-        e = engines.EngineInput(kind, doc, slot, python, alloc, router == "kv", planes, shared[w])
-        spec = engines.engine_process(e)
+        e = engines.EngineInput(kind, doc, slot, python, alloc, router == "kv", planes, shared[w], cpu)
+        spec = plain.plain_process(e) if kind in PLAIN_KINDS else engines.engine_process(e)
         if rehearsal and spec.headless:
             spec = engines.standin_process(spec)
         env = _merge_env(doc.get("env"), doc["engine"].get("env"), w.role.env, spec.env)
@@ -297,6 +301,7 @@ def _plan_doc(recipe, cluster, rehearsal, doc, kind, image, roles, slots, procs)
         "image": image,
         "engine": kind,
         "recipe_engine": recipe.engine_kind,
+        "server_metrics": server_metrics(kind),
         "model": doc["model"],
         "dynamo": doc.get("dynamo"),
         "setup": doc.get("setup"),

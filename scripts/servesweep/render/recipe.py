@@ -15,6 +15,7 @@ from ..errors import InputError, Problem
 from ..yamlio import ParseCache, load_yaml, schema_problems
 from . import flags, topology
 from .cluster import Cluster
+from .kinds import PLAIN_KINDS
 from .topology import Role
 
 # {name} placeholders; JSON objects ({"k": ...}) never match.
@@ -166,15 +167,17 @@ def _engine_problems(recipe: Recipe) -> list[Problem]:
     """What the engine kind supports, and the GPU arithmetic of each role."""
     doc, label, out = recipe.doc, recipe.source, []
     kind, roles = recipe.engine_kind, recipe.roles()
-    if kind == "vllm":
-        if recipe.disaggregated or roles[0].workers > 1:
-            reason = "plain 'vllm serve' has no router: use one aggregated replica, or engine.kind dynamo.vllm"
-            out.append(Problem(label, "topology", reason))
+    if kind in PLAIN_KINDS:
+        if recipe.disaggregated:
+            reason = f"plain {kind} has no disaggregated serving here: use engine.kind dynamo.{kind}"
+            out.append(Problem(label, "topology.disaggregated", reason))
         if "frontend" in doc:
-            out.append(Problem(label, "frontend", "plain 'vllm serve' runs without the Dynamo frontend"))
+            out.append(Problem(label, "frontend", f"plain {kind} runs without the Dynamo frontend (nginx balances)"))
     if kind == "dynamo.sglang" and not recipe.disaggregated and roles[0].workers > 1:
         reason = "dynamo.sglang supports one replica behind the frontend; use replicas: 1"
         out.append(Problem(label, "topology.aggregated.replicas", reason))
+    if kind == "dynamo.trtllm":
+        out += _trtllm_problems(recipe)
     topo = doc["topology"]
     for r in roles:
         stated = (topo.get("aggregated") or (topo.get("disaggregated") or {}).get(r.name) or {}).get("gpus")
@@ -185,6 +188,17 @@ def _engine_problems(recipe: Recipe) -> list[Problem]:
             out.append(Problem(label, f"{r.field}.launch", "per_gpu launch needs tp = pp = 1 (one DP rank per GPU)"))
         if r.launch == "per_gpu" and kind not in ("dynamo.vllm", "dynamo.mocker"):
             out.append(Problem(label, f"{r.field}.launch", f"per_gpu launch is not supported for {kind}"))
+    return out
+
+
+def _trtllm_problems(recipe: Recipe) -> list[Problem]:
+    """dynamo.trtllm spans nodes through MPI (trtllm-llmapi-launch), which servesweep does not launch:
+    one process per worker, on one node; attention DP is the engine's flag, not topology dp."""
+    out = []
+    for r in recipe.roles():
+        if r.dp > 1:
+            reason = "dynamo.trtllm: set --enable-attention-dp in args; topology dp must be 1"
+            out.append(Problem(recipe.source, f"{r.field}.dp", reason))
     return out
 
 
@@ -238,6 +252,10 @@ def cluster_problems(recipe: Recipe, cluster: Cluster) -> list[Problem]:
     except topology.PlacementError as e:
         return out + [Problem(recipe.source, f, r) for f, r in e.issues]
     nodes = max(s.node for s in slots) + 1
+    if recipe.engine_kind == "dynamo.trtllm":
+        wide = sorted({s.worker.role.field for s in slots if s.parts > 1})
+        reason = f"dynamo.trtllm workers must fit one node of {cluster.name!r} (multi-node MPI launch is not supported)"
+        out += [Problem(recipe.source, f, reason) for f in wide]
     chosen = (recipe.doc.get("control_plane") or {}).get("discovery") or cluster.control_plane.get("discovery")
     if chosen == "file" and nodes > 1:
         out.append(

@@ -83,9 +83,10 @@ def stat(export: dict, metric: str, key: str = "avg"):
     return None
 
 
-def worker_requests(scrapes: dict) -> dict:
-    """Process name -> dynamo_component_requests_total{endpoint=generate}, or None."""
+def worker_requests(plan: Plan, scrapes: dict) -> dict:
+    """Process name -> the engine's request counter (``plan.server_metrics``), or None."""
+    counter = plan.server_metrics["worker_requests"]
     return {
-        name: (metrics.total(smp, "dynamo_component_requests_total", dynamo_endpoint="generate") if smp else None)
+        name: (metrics.total(smp, counter["metric"], **counter["labels"]) if smp else None)
         for name, smp in scrapes.items()
     }

@@ -56,13 +56,13 @@ def _engine_version(plan: Plan, local: bool) -> str | None:
     engines = [p for p in plan.processes if p.is_engine]
     if not local or not engines:
         return None
-    dist = "ai-dynamo" if plan.engine.startswith("dynamo") else "vllm"
+    dists = plan.server_metrics["distributions"]
+    code = "import importlib.metadata as m, sys\nfor d in sys.argv[1:]:\n try: print(d, m.version(d)); break\n"
+    code += " except m.PackageNotFoundError: pass"
+    argv = [engines[0].argv[0], "-c", code, *dists]
     try:
-        out = subprocess.run(
-            [engines[0].argv[0], "-c", f"import importlib.metadata as m; print(m.version({dist!r}))"],
-            capture_output=True, text=True, timeout=20, cwd=Path.cwd(),
-        )  # fmt: skip
-        return f"{dist} {out.stdout.strip()}" if out.returncode == 0 else None
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=20, cwd=Path.cwd())
+        return out.stdout.strip() or None
     except OSError:
         return None
 
@@ -138,19 +138,25 @@ class Measurement:
     caches: tuple  # (reset: bool | None, why)
 
 
-def _scrape_all(plan: Plan, ctx) -> tuple[dict, dict]:
-    """(worker request counters, frontend samples) right now."""
-    workers = {p.name: ctx.url(p.metrics_url, p.name) for p in plan.processes if p.is_engine and p.registers}
+def _scrape_all(plan: Plan, ctx) -> tuple[dict, dict, dict]:
+    """(worker request counters, frontend samples, serving workers' samples) right now."""
+    workers = {p.name: ctx.url(p.metrics_url, p.name) for p in _serving(plan)}
     fronts = {f: metrics.scrape(ctx.url(plan.process(f).metrics_url, f)) for f in plan.frontends}
-    return bench.worker_requests({n: metrics.scrape(u) for n, u in workers.items()}), fronts
+    samples = {n: metrics.scrape(u) for n, u in workers.items()}
+    return bench.worker_requests(plan, samples), fronts, samples
+
+
+def _serving(plan: Plan):
+    """Engine processes that serve requests (not headless ranks)."""
+    return [p for p in plan.processes if p.is_engine and not p.headless]
 
 
 def _measure(plan: Plan, stack, run_dir: Path, say, cleanup: list) -> Measurement:
     ctx = stack.info.context(plan)
     caches = reset_prefix_caches(plan, ctx, stack.position)
-    workers_before, fe_before = _scrape_all(plan, ctx)
+    workers_before, fe_before, smp_before = _scrape_all(plan, ctx)
     art = run_dir / "aiperf"
-    server_metrics = [ctx.url(p.metrics_url, p.name) for p in plan.processes if p.is_engine and p.registers]
+    server_metrics = [ctx.url(p.metrics_url, p.name) for p in _serving(plan)]
     argv = bench.aiperf_argv(plan, ctx, art, server_metrics)
     short_tmp = Path(tempfile.mkdtemp(prefix="servesweep-"))
     cleanup.append(lambda: shutil.rmtree(short_tmp, ignore_errors=True))
@@ -174,8 +180,8 @@ def _measure(plan: Plan, stack, run_dir: Path, say, cleanup: list) -> Measuremen
     t_end = time.monotonic()
     stack.check("mid-benchmark")
     stop_all([aiperf], grace_s=2)  # aiperf's own children, if any outlived it
-    workers_after, fe_after = _scrape_all(plan, ctx)
-    scrapes = result.Scrapes(workers_before, workers_after, fe_before, fe_after)
+    workers_after, fe_after, smp_after = _scrape_all(plan, ctx)
+    scrapes = result.Scrapes(workers_before, workers_after, fe_before, fe_after, smp_before, smp_after)
     rc = aiperf.poll()
     return Measurement(bench.read_export(art), scrapes, rc, aiperf.log_tail(8), t_bench, t_end, art, caches)
 

