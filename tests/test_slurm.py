@@ -238,7 +238,6 @@ def test_two_curves_are_two_jobs_each_on_one_stack(swf):
         assert len(starts) == 1, starts
 
 
-@pytest.mark.xfail(strict=False, reason="not yet reliable in the full suite (see the closing note of issue 13)")
 def test_scancel_mid_curve_keeps_finished_points(swf):
     c2, c3, c4 = (f"results/slurm-curve-long/c{c}.json" for c in (2, 3, 4))
     proc = _run_until_bench(swf, c3, c4, wait_for=c3, first=c2)  # c3 benchmarks on the stack c2 used
@@ -271,7 +270,6 @@ def _nodes(state: str, names: list[str], check: bool = True) -> None:
     subprocess.run(cmd + (["reason=servesweep-queue-test"] if state == "drain" else []), check=check)
 
 
-@pytest.mark.xfail(strict=False, reason="passes alone; not yet reliable after the curve tests (issue 13 note)")
 def test_queued_jobs_run_the_plan_they_were_submitted_with(cluster, tmp_path):
     """Jobs wait in the queue while one recipe is edited and another broken: each job runs the plan it
     was submitted with; the next snakemake reports the broken recipe and the edited recipe as stale."""

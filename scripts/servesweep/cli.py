@@ -25,10 +25,31 @@ def cmd_validate(a) -> int:
     recipes, problems = load_recipes(_recipe_files(a.files), clusters, a.cluster, root=Path.cwd())
     if problems:
         raise InputError(problems)
+    lines = []
     for r in recipes:
         targets = [c for c in r.clusters if a.cluster in (None, c)]
-        print(f"ok  {r.source}  ({r.engine_kind}; clusters: {', '.join(targets) or 'none selected'})")
+        lines.append(f"ok  {r.source}  ({r.engine_kind}; clusters: {', '.join(targets) or 'none selected'})")
+        for c in targets:
+            said, found = _engine_arg_lines(r, clusters[c])
+            lines += said
+            problems += found
+    if problems:
+        raise InputError(problems)
+    print("\n".join(lines))
     return 0
+
+
+def _engine_arg_lines(recipe, cluster) -> tuple[list[str], list[Problem]]:
+    """What the engines' own parsers said of one recipe's argv on one cluster."""
+    from .render.engine_args import check_engine_args, pending
+    from .render.plan import render
+
+    report = check_engine_args(pending(render(recipe, cluster, recipe.concurrency[0]), recipe), Path.cwd())
+    lines = [f"      args on {cluster.name}: {k} accepted by {v}" for (_, k), v in sorted(report.checked.items())]
+    lines += [
+        f"      args on {cluster.name}: {k} NOT parser-checked: {v}" for (_, k), v in sorted(report.skipped.items())
+    ]
+    return lines, report.problems
 
 
 def cmd_plan(a) -> int:

@@ -185,6 +185,14 @@ def engine_process(e: EngineInput) -> ProcessSpec:
     return ProcessSpec(ports, tuple(argv), env, health, metrics, {component: 1})
 
 
+def vllm_cpu_env(e: EngineInput) -> dict:
+    """vLLM's CPU build pins every process's threads to core 0 unless told otherwise."""
+    if not e.cpu:
+        return {}
+    core = str(e.slot.gpus[0] % e.cpu["cores"]) if e.slot.gpus else "0"
+    return {"VLLM_CPU_OMP_THREADS_BIND": core, "VLLM_CPU_KVCACHE_SPACE": str(e.cpu.get("kvcache_gb", 1))}
+
+
 def _own_ranks(e: EngineInput, block: PortBlock) -> PortBlock:
     return ranks_of(block, e.slot.dp_start, e.slot.dp_local)
 
@@ -247,6 +255,7 @@ def _dynamo_vllm(e: EngineInput, ports: dict, env: dict) -> tuple[list[str], boo
         ports["nixl"] = _own_ranks(e, e.shared.nixl)
         env["VLLM_NIXL_SIDE_CHANNEL_PORT"] = "{port:self.nixl}"
         env["VLLM_NIXL_SIDE_CHANNEL_HOST"] = "{addr:self}"
+    env.update(vllm_cpu_env(e))
     return argv + e.user_args, False
 
 

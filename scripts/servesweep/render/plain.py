@@ -6,7 +6,7 @@ node runs one process per node, rank 0 serving and the others headless.
 
 from __future__ import annotations
 
-from .engines import EngineInput, ProcessSpec, http_urls, parallel_flags
+from .engines import EngineInput, ProcessSpec, http_urls, parallel_flags, vllm_cpu_env
 
 
 def plain_process(e: EngineInput) -> ProcessSpec:
@@ -33,9 +33,7 @@ def _vllm(e: EngineInput) -> ProcessSpec:
         "VLLM_CACHE_ROOT": "{run_dir}/cache/vllm",
         "XDG_CACHE_HOME": "{run_dir}/cache",
     }
-    if e.cpu:  # the CPU build pins every replica to core 0 unless told otherwise
-        env["VLLM_CPU_OMP_THREADS_BIND"] = str(s.gpus[0] % e.cpu["cores"])
-        env["VLLM_CPU_KVCACHE_SPACE"] = str(e.cpu.get("kvcache_gb", 1))
+    env.update(vllm_cpu_env(e))
     headless = s.parts > 1 and not s.leader
     return _spec(ports, argv + e.user_args, env, headless)
 

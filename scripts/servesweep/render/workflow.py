@@ -24,6 +24,7 @@ from ..files import write_if_changed
 from ..preflight import check_plan
 from ..yamlio import ParseCache
 from .cluster import all_clusters
+from .engine_args import check_engine_args, pending
 from .plan import layout, render_point
 from .recipe import Recipe, load_recipes
 from .topology import PlacementError
@@ -50,6 +51,7 @@ class Selection:
         self._layouts: dict = {}
         self.preflight_problems: list[Problem] = []
         self.preflight_notes: list[str] = []
+        self.unchecked_args: dict[str, str] = {}  # "recipe file (kind)" -> why no parser checked it
         self._resources: dict = {}  # (recipe, conc, rehearsal) -> the written plan's resources
         self._fingerprints: dict = {}  # (recipe, conc, rehearsal) -> the written plan's fingerprint
         self._reuse: dict = {}  # recipe -> its points may share a warm stack
@@ -86,6 +88,8 @@ class Selection:
         every garbage collection of its DAG build would walk it again.
         """
         points = [Point(r, c) for r in self.recipes for c in self.recipes[r].concurrency] if rehearsal else self.points
+        if not rehearsal:
+            self._check_engine_args()
         for p in points:
             self.plan_path(p.recipe, p.conc, rehearsal)
         self._layouts.clear()
@@ -107,6 +111,15 @@ class Selection:
             self._fingerprints[key] = plan["fingerprints"]["plan"]
             self._reuse[recipe] = plan["stack"]["reuse"] and stack_reuse_allowed()
         return path
+
+    def _check_engine_args(self) -> None:
+        """Every selected recipe's argv through its engines' own parsers, in one batch per venv."""
+        checks = []
+        for r in self.selected:
+            checks += pending(self._render(r.name, r.concurrency[0], False)[0], r)
+        report = check_engine_args(checks, self.root)
+        self.preflight_problems += report.problems
+        self.unchecked_args = {f"{src} ({kind})": why for (src, kind), why in report.skipped.items()}
 
     def _preflight(self, plan: dict) -> None:
         """The job's pre-flight, from this host: a local point's problems stop the dry run; a Slurm
@@ -302,6 +315,8 @@ def load_or_exit(
         if sel.preflight_problems:
             raise InputError(sel.preflight_problems)
         _say_unchecked(sel.preflight_notes)
+        for what, why in sorted(sel.unchecked_args.items()):
+            print(f"servesweep: engine arguments of {what} not parser-checked: {why}", file=sys.stderr)
         sel.write_missing()
         if rehearsal:
             sel.write_plans(rehearsal=True)

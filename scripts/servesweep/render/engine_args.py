@@ -1,0 +1,157 @@
+"""Engine arguments checked by each engine's own parser before anything is submitted.
+
+Each process's rendered argv (runtime references replaced by sample values) is parsed by
+``tools/argcheck.py`` inside the Python the cluster names for that engine kind. A flag the
+parser rejects becomes a problem naming the recipe field that holds it. Where no parser is
+importable the check is skipped and said so, per engine kind: it never passes silently.
+Answers are cached by venv and argv, so a dry run pays the engine's import once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..contract import ENGINE_ROLES
+from ..errors import Problem
+from .flags import iter_flags
+from .recipe import Recipe
+
+SCRIPT = Path(__file__).resolve().parents[1] / "tools" / "argcheck.py"
+_REF = re.compile(r"\{(addr|port|rank_port):[A-Za-z0-9_.-]+\}|\{(job_id|run_dir|workdir|namespace)\}")
+_SAMPLES = {"addr": "127.0.0.1", "port": "20000", "rank_port": "20000", "job_id": "1"}
+_FLAG = re.compile(r"--[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+@dataclass
+class ArgReport:
+    problems: list[Problem] = field(default_factory=list)
+    checked: dict[tuple[str, str], str] = field(default_factory=dict)  # (recipe file, kind) -> parser
+    skipped: dict[tuple[str, str], str] = field(default_factory=dict)  # (recipe file, kind) -> why not
+
+    def skip(self, c: _Check, why: str) -> None:
+        self.skipped[(c.recipe.source, c.kind)] = why
+
+
+def _sample(arg: str) -> str:
+    return _REF.sub(lambda m: _SAMPLES.get(m.group(1) or m.group(2), "/tmp/servesweep-sample"), arg)
+
+
+@dataclass(frozen=True)
+class _Check:
+    python: str  # as the plan names it
+    kind: str  # engine kind, or "frontend"
+    argv: tuple[str, ...]  # after ``python -m module``, sampled
+    role: str
+    recipe: Recipe
+
+    @property
+    def id(self) -> str:
+        return hashlib.sha256(json.dumps([self.kind, self.argv]).encode()).hexdigest()[:20]
+
+
+def pending(plan: dict, recipe: Recipe) -> list[_Check]:
+    """The plan's engine and frontend processes, one check per distinct argv."""
+    out = {}
+    for p in plan["processes"]:
+        kind = "frontend" if p["role"] == "frontend" else plan["engine"] if p["role"] in ENGINE_ROLES else None
+        argv = p["argv"]
+        if kind is None or len(argv) < 3 or argv[1] != "-m" or "{servesweep_python}" in argv[0]:
+            continue  # rehearsal stand-ins are servesweep's own
+        c = _Check(argv[0], kind, tuple(_sample(a) for a in argv[3:]), p["role"], recipe)
+        out[(c.python, c.id)] = c
+    return list(out.values())
+
+
+def _python(python: str, root: Path) -> Path | None:
+    if "/" not in python:
+        found = shutil.which(python)
+        return Path(found) if found else None
+    path = Path(python) if Path(python).is_absolute() else root / python
+    return path if path.exists() else None
+
+
+def _cache_file(python: Path) -> Path:
+    """One answer cache per venv state: reinstalling an engine starts a new one."""
+    venv = python.absolute().parents[1].resolve()  # workflow copies link one .venvs: share its answers
+    stamps = [str(p.stat().st_mtime_ns) for p in sorted(venv.glob("lib/python*/site-packages"))]
+    key = hashlib.sha256(json.dumps([str(venv), python.name, stamps]).encode()).hexdigest()[:24]
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "servesweep" / "argcheck" / f"{key}.json"
+
+
+def _answers(python: Path, checks: list[_Check], root: Path) -> dict[str, dict]:
+    """check id -> parser answer: from the venv's cache, else from one run of its Python for all."""
+    cache = _cache_file(python)
+    try:
+        known = json.loads(cache.read_text())
+    except (OSError, ValueError):
+        known = {}
+    todo = {c.id: c for c in checks if c.id not in known}
+    if not todo:
+        return known
+    payload = json.dumps({"checks": [{"id": i, "kind": c.kind, "argv": list(c.argv)} for i, c in todo.items()]})
+    try:
+        out = subprocess.run(
+            [str(python), str(SCRIPT)], input=payload, capture_output=True, text=True, timeout=600, cwd=root
+        )
+        answers = json.loads([ln for ln in out.stdout.splitlines() if ln.startswith("[")][-1])
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as e:
+        reason = f"the parser run failed ({type(e).__name__}: {str(e)[:200]})"
+        return known | {i: {"status": "skipped", "message": reason, "parser": c.kind} for i, c in todo.items()}
+    fresh = {a.pop("id"): a for a in answers}
+    keep = {i: a for i, a in fresh.items() if a["status"] != "skipped"}
+    if keep:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(known | keep))
+        tmp.replace(cache)
+    return known | fresh
+
+
+def _field(c: _Check, message: str) -> str:
+    """The recipe field holding the flag the parser named (its bad value's own occurrence when the
+    message quotes it); else the launcher's own flag."""
+    doc = c.recipe.doc
+    if c.role == "frontend":
+        lists = [("frontend.args", (doc.get("frontend") or {}).get("args", []))]
+    else:
+        lists = [("engine.args", doc["engine"].get("args", []))]
+        lists += [(f"{r.field}.args", r.args) for r in c.recipe.roles() if r.name == c.role]
+    for flag in _FLAG.findall(message):
+        found = [(v, f"{n}[{i}]") for n, args in lists for f, v, i in iter_flags([str(a) for a in args]) if f == flag]
+        named = [where for v, where in found if v is not None and f"'{v}'" in message]
+        if named or found:
+            return (named or [where for _, where in found])[-1]
+    return "frontend" if c.role == "frontend" else "engine.kind"
+
+
+def check_engine_args(checks: list[_Check], root: Path) -> ArgReport:
+    """Every check, one engine-Python run per venv (none when all answers are cached)."""
+    report, by_python = ArgReport(), {}
+    for c in checks:
+        by_python.setdefault(c.python, []).append(c)
+    for python, group in by_python.items():
+        exe = _python(python, Path(root))
+        if exe is None:
+            for c in group:
+                report.skip(c, f"{python} is not on this host (the engine runs in its image or venv)")
+            continue
+        answers = _answers(exe, group, Path(root))
+        for c in group:
+            a = answers[c.id]
+            if a["status"] == "ok":
+                report.checked[(c.recipe.source, c.kind)] = a["parser"]
+            elif a["status"] == "skipped":
+                report.skip(c, f"no {c.kind} parser in {python}: {a['message']}")
+            else:
+                report.problems.append(
+                    Problem(c.recipe.source, _field(c, a["message"]), f"{c.kind} parser: {a['message']}")
+                )
+    return report

@@ -1,0 +1,139 @@
+"""Parse rendered argv with each engine's own argument parser, inside the engine's Python.
+
+Run as a plain script by the Python a cluster names for an engine kind (it imports nothing of
+servesweep): reads ``{"checks": [{"id", "kind", "argv"}]}`` on stdin, prints one JSON line
+``[{"id", "status": ok|error|skipped, "message", "parser"}]``. ``argv`` is what follows
+``python -m <module>``, with runtime references already replaced by sample values.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import sys
+
+
+class ArgError(Exception):
+    pass
+
+
+def _raising(parser_cls):
+    class Raising(parser_cls):
+        def error(self, message):  # argparse would print and exit(2)
+            raise ArgError(message)
+
+    return Raising
+
+
+def _version(dist: str) -> str:
+    from importlib import metadata
+
+    for name in (dist, f"{dist}-cpu"):
+        try:
+            return f"{dist} {metadata.version(name)}"
+        except metadata.PackageNotFoundError:
+            continue
+    return dist
+
+
+def _vllm(argv: list[str]) -> str:
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    # allow_abbrev=False: else `--max-num-seq 4` is silently taken for --max-num-seqs
+    parser = make_arg_parser(_raising(FlexibleArgumentParser)(allow_abbrev=False))
+    validate_parsed_serve_args(parser.parse_args(argv))
+    return _version("vllm") + " serve parser"
+
+
+def _sglang(argv: list[str]) -> str:
+    from sglang.srt.server_args import ServerArgs
+
+    parser = _raising(argparse.ArgumentParser)(allow_abbrev=False)
+    ServerArgs.add_cli_args(parser)
+    parser.parse_args(argv)
+    return _version("sglang") + " ServerArgs"
+
+
+def _exiting(parse, argv: list[str]) -> None:
+    """Dynamo's parsers print to stderr and exit(2): turn that into an error with their message."""
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            parse(argv)
+    except SystemExit as e:
+        if e.code not in (0, None):
+            lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
+            last = lines[-1].split("error: ", 1)[-1] if lines else f"exit code {e.code}"
+            raise ArgError(last) from None
+
+
+def _dynamo(module: str):
+    def check(argv: list[str]) -> str:
+        import importlib
+
+        _exiting(importlib.import_module(f"dynamo.{module}.args").parse_args, argv)
+        return _version("ai-dynamo") + f" dynamo.{module} parser"
+
+    return check
+
+
+def _frontend(argv: list[str]) -> str:
+    from dynamo.frontend.frontend_args import FrontendArgGroup, FrontendConfig
+
+    def parse(args: list[str]) -> None:
+        parser = argparse.ArgumentParser(allow_abbrev=False)
+        FrontendArgGroup().add_arguments(parser)
+        known, unknown = parser.parse_known_args(args)
+        FrontendConfig.from_cli_args(known).validate()
+        if unknown:
+            parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+
+    _exiting(parse, argv)
+    return _version("ai-dynamo") + " dynamo.frontend parser"
+
+
+PARSERS = {
+    "vllm": _vllm,
+    "sglang": _sglang,
+    "dynamo.vllm": _dynamo("vllm"),
+    "dynamo.sglang": _dynamo("sglang"),
+    "dynamo.trtllm": _dynamo("trtllm"),
+    "dynamo.mocker": _dynamo("mocker"),
+    "frontend": _frontend,
+}
+
+
+def check(kind: str, argv: list[str]) -> dict:
+    try:
+        parser = PARSERS[kind](argv)
+        return {"status": "ok", "message": "", "parser": parser}
+    except ArgError as e:
+        return {"status": "error", "message": str(e), "parser": kind}
+    except ImportError as e:  # the engine is not installed in this Python
+        return {"status": "skipped", "message": f"{type(e).__name__}: {e}", "parser": kind}
+    except Exception as e:  # noqa: BLE001 - a parser's own validation (ValueError, AssertionError, ...)
+        return {"status": "error", "message": f"{type(e).__name__}: {e}", "parser": kind}
+
+
+def main() -> int:
+    logging_quiet()
+    checks = json.load(sys.stdin)["checks"]
+    out = [{"id": c["id"], **check(c["kind"], c["argv"])} for c in checks]
+    sys.stdout.write(json.dumps(out) + "\n")
+    return 0
+
+
+def logging_quiet() -> None:
+    import logging
+    import os
+
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    os.environ.setdefault("DYN_LOG", "error")
+    logging.disable(logging.WARNING)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
