@@ -61,13 +61,14 @@ def failure_reason(wf: Path, recipe: str, conc: int) -> str:
 def test_engine_exits_during_startup(fwf, reliability):
     reliability("faults", "engine exits during startup")
     write_recipe(fwf, "ok-point")
-    write_recipe(fwf, "bad-engine", mutate=lambda d: d["engine"]["args"].extend(["--max-num-seqs", "many"]))
+    # a value the mocker's parser accepts (bad flags never get this far) but the engine refuses at start
+    write_recipe(fwf, "bad-engine", mutate=lambda d: d["engine"]["args"].extend(["--num-gpu-blocks-override", 0]))
     with no_processes_left(fwf):
         r = snakemake(fwf, "results/summary.md", "--keep-going")
     assert r.returncode != 0
     reason = failure_reason(fwf, "bad-engine", 2)
-    assert "process agg-0 exited with code 2 during startup" in reason or "agg-1 exited with code 2" in reason
-    assert "invalid int value: 'many'" in reason  # the log tail names the cause
+    assert "process agg-0 exited with code 1 during startup" in reason or "agg-1 exited with code 1" in reason
+    assert "num_gpu_blocks must be positive" in reason  # the log tail names the cause
     check_clean(fwf, "results/bad-engine/c2.json")
     assert (fwf / "results/ok-point/c2.json").exists()
     # fix the recipe: the rerun runs only the missing point

@@ -108,10 +108,13 @@ def _answers(python: Path, checks: list[_Check], root: Path) -> dict[str, dict]:
     fresh = {a.pop("id"): a for a in answers}
     keep = {i: a for i, a in fresh.items() if a["status"] != "skipped"}
     if keep:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(known | keep))
-        tmp.replace(cache)
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(known | keep))
+            tmp.replace(cache)
+        except OSError:
+            pass  # an unwritable cache only costs the next dry run another parser run
     return known | fresh
 
 
