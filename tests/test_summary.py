@@ -156,3 +156,24 @@ def test_gpu_hours_count_each_stack_start_once(fixture_run):
     cells = [c.strip() for c in row.strip("|").split("|")]
     # 2 GPUs x (30 + 60 + 60) s = 0.083 GPU-h; one start per point: 2 x (30 + 30 + 120) s = 0.1 GPU-h
     assert cells == ["fast", "2", "1", "2", "0.083", "0.100"], cells
+
+
+def test_total_tokens_per_gpu_is_the_headline_and_picks_the_best(fixture_run):
+    """The field reports active total (input + output) tok/s per GPU: a prefill-heavy setup with
+    less output per GPU but more total per GPU is the best pick; an older result lacking the figure
+    gets it derived from total_tps / GPUs."""
+    _, paths, sel = fixture_run
+    heavy = json.loads(Path("results/fast/c4.json").read_text())
+    heavy["figures"]["total_tps"] = 400_000.0  # 200 000 per GPU on 2 GPUs
+    del heavy["figures"]["total_tps_per_gpu"]  # as a result written before the figure existed
+    assert validate_result(heavy) == []
+    Path("results/fast/c4.json").write_text(json.dumps(heavy))
+    build_summary(paths, sel, Path("results/summary.md"))
+    md = Path("results/summary.md").read_text()
+    header = next(ln for ln in md.split("## Scenario `chat`")[1].splitlines() if ln.startswith("| recipe"))
+    assert header.index("total tok/s/GPU") < header.index("output tok/s/GPU")  # headline first
+    best = md.split("## Best setup per concurrency (total tok/s per GPU, SLO met)")[1].split("##")[0]
+    row = next(ln for ln in best.splitlines() if ln.startswith("| chat") and "| 4 " in ln)
+    assert "fast" in row and "200 000" in row  # dense-img has more output/GPU (9 000 vs 8 539), less total
+    df = pd.read_csv("results/summary.csv")
+    assert df.loc[(df.recipe == "fast") & (df.concurrency == 4), "total_tps_per_gpu"].item() == 200_000.0

@@ -11,6 +11,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from ..files import write_if_changed
+from .plots import plots
 
 # figure -> (label, higher is better) for the baseline comparison
 DELTA_FIGURES = {
@@ -20,7 +21,8 @@ DELTA_FIGURES = {
     "itl_p50_ms": ("ITL p50", False),
     "itl_p99_ms": ("ITL p99", False),
     "output_tps": ("output tok/s", True),
-    "tps_per_gpu": ("tok/s/GPU", True),
+    "total_tps_per_gpu": ("total tok/s/GPU", True),
+    "tps_per_gpu": ("output tok/s/GPU", True),
     "cache_read_share": ("cache read", True),
 }
 
@@ -77,6 +79,7 @@ def flatten(doc: dict, path: str, slo: dict) -> dict:
         "latency_p99_s": f["request_latency_s"]["p99"],
         "output_tps": f["output_tps"],
         "total_tps": f["total_tps"],
+        "total_tps_per_gpu": _total_per_gpu(f, i["topology"]["gpus"]),
         "tps_per_gpu": f["output_tps_per_gpu"],
         "tps_per_user": f["output_tps_per_user"],
         "cache_read_share": f["cache_read_share"],
@@ -96,6 +99,13 @@ def flatten(doc: dict, path: str, slo: dict) -> dict:
         "slo_missed": "; ".join(f"{v['slo']} {_g(v['value'])} > {_g(v['limit'])}" for v in miss),
         "result": path,
     }
+
+
+def _total_per_gpu(f: dict, gpus: int):
+    """Results from before the figure existed: derived the same way the run computes it."""
+    if "total_tps_per_gpu" in f:
+        return f["total_tps_per_gpu"]
+    return f["total_tps"] / gpus if f.get("total_tps") is not None and gpus else None
 
 
 def _image(x) -> str:
@@ -155,8 +165,9 @@ def scenario_table(df: pd.DataFrame, md_dir: Path) -> str:
                 num(r.req_s, 2),
                 " / ".join(_sec(getattr(r, f"ttft_{q}_s")) for q in ("p50", "p90", "p95", "p99")),
                 f"{num(r.itl_p50_ms, 1)} / {num(r.itl_p99_ms, 1)}",
-                num(r.output_tps),
+                num(r.total_tps_per_gpu),
                 num(r.tps_per_gpu),
+                num(r.output_tps),
                 "–" if r.cache_read_share is None or pd.isna(r.cache_read_share) else f"{r.cache_read_share:.0%}",
                 _worker_cell(r),
                 f"{num(r.requests)} / {num(r.errors)}",
@@ -169,8 +180,9 @@ def scenario_table(df: pd.DataFrame, md_dir: Path) -> str:
         "req/s",
         "TTFT p50 / p90 / p95 / p99 (s)",
         "ITL p50 / p99 (ms)",
+        "total tok/s/GPU",
+        "output tok/s/GPU",
         "output tok/s",
-        "tok/s/GPU",
         "cache read",
         "requests per worker",
         "ok / errors",
@@ -180,24 +192,13 @@ def scenario_table(df: pd.DataFrame, md_dir: Path) -> str:
 
 
 def best_per_concurrency(df: pd.DataFrame) -> pd.DataFrame:
-    """Highest tok/s per GPU among points that meet their SLO (no SLO counts as met)."""
+    """Highest total tok/s per GPU among points that meet their SLO (no SLO counts as met)."""
     ok = df[df["slo_met"].map(lambda v: v is None or v is True or (isinstance(v, float) and math.isnan(v)))]
-    ok = ok.dropna(subset=["tps_per_gpu"])
+    ok = ok.dropna(subset=["total_tps_per_gpu"])
     if ok.empty:
         return ok
-    idx = ok.groupby(["scenario", "concurrency"])["tps_per_gpu"].idxmax()
+    idx = ok.groupby(["scenario", "concurrency"])["total_tps_per_gpu"].idxmax()
     return ok.loc[idx].sort_values(["scenario", "concurrency"])
-
-
-def pareto(df: pd.DataFrame) -> pd.DataFrame:
-    """Points not beaten on both tok/s per GPU and tok/s per user."""
-    pts = df.dropna(subset=["tps_per_gpu", "tps_per_user"]).sort_values("tps_per_user", ascending=False)
-    front, best = [], -1.0
-    for r in pts.itertuples():
-        if r.tps_per_gpu > best:
-            front.append(r.Index)
-            best = r.tps_per_gpu
-    return pts.loc[front].sort_values("tps_per_user")
 
 
 def missing_points(selection: dict, present: set[str], root: Path) -> list[list[str]]:
@@ -238,90 +239,16 @@ def baseline_table(df: pd.DataFrame, base: pd.DataFrame) -> str:
     return tabulate(rows, headers, tablefmt="github", disable_numparse=True)
 
 
-def _finish(plt, fig, ax, labels: tuple[str, str], title: str, path: Path) -> str:
-    ax.set_xlabel(labels[0])
-    ax.set_ylabel(labels[1])
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path.name
-
-
-MAX_PLOTTED_RECIPES = 10
-
-
-def plots(df: pd.DataFrame, plot_dir: Path, slos: dict) -> dict[str, list[str]]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plot_dir.mkdir(parents=True, exist_ok=True)
-    made: dict[str, list[str]] = {}
-    for scen, sdf in df.groupby("scenario"):
-        files, title = [], scen
-        best = sdf.groupby("recipe")["tps_per_gpu"].max().sort_values(ascending=False)
-        if len(best) > MAX_PLOTTED_RECIPES:  # a readable plot: the best setups, said so in the title
-            sdf = sdf[sdf["recipe"].isin(best.index[:MAX_PLOTTED_RECIPES])]
-            title = f"{scen} (top {MAX_PLOTTED_RECIPES} of {len(best)} recipes by tok/s per GPU)"
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        for recipe, rdf in sdf.groupby("recipe"):
-            rdf = rdf.sort_values("concurrency")
-            ax.plot(rdf["tps_per_user"], rdf["tps_per_gpu"], "o-", label=recipe, alpha=0.8)
-            for r in rdf.itertuples():
-                ax.annotate(
-                    f"c{r.concurrency}",
-                    (r.tps_per_user, r.tps_per_gpu),
-                    fontsize=7,
-                    textcoords="offset points",
-                    xytext=(3, 3),
-                )
-        front = pareto(sdf)
-        if len(front):
-            ax.plot(front["tps_per_user"], front["tps_per_gpu"], "k--", lw=1.2, label="Pareto frontier")
-        labels = ("interactivity: output tok/s per user", "throughput: output tok/s per GPU")
-        files.append(
-            _finish(
-                plt,
-                fig,
-                ax,
-                labels,
-                f"{title}: throughput vs interactivity",
-                plot_dir / f"{scen}-throughput-vs-interactivity.png",
-            )
-        )
-
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        for recipe, rdf in sdf.groupby("recipe"):
-            rdf = rdf.sort_values("concurrency")
-            ax.plot(rdf["concurrency"], rdf["ttft_p95_s"], "o-", label=recipe)
-            limit = slos.get(recipe, {}).get("ttft_p95_s")
-            if limit:
-                ax.axhline(limit, ls=":", lw=1, color=ax.lines[-1].get_color(), label=f"{recipe} SLO {limit:g} s")
-        files.append(
-            _finish(
-                plt,
-                fig,
-                ax,
-                ("concurrency", "TTFT p95 (s)"),
-                f"{title}: TTFT p95 vs concurrency",
-                plot_dir / f"{scen}-ttft-p95.png",
-            )
-        )
-        made[scen] = files
-    return made
-
-
 def _best_section(df: pd.DataFrame) -> list[str]:
     best = best_per_concurrency(df)
-    parts = ["", "## Best setup per concurrency (tok/s per GPU, SLO met)", ""]
+    parts = ["", "## Best setup per concurrency (total tok/s per GPU, SLO met)", ""]
     if best.empty:
         return parts + ["_No point meets its SLO._"]
-    rows = [[r.scenario, r.concurrency, r.recipe, num(r.tps_per_gpu), _verdict(r)] for r in best.itertuples()]
-    headers = ["scenario", "conc", "best recipe", "tok/s/GPU", "SLO"]
+    rows = [
+        [r.scenario, r.concurrency, r.recipe, num(r.total_tps_per_gpu), num(r.tps_per_gpu), _verdict(r)]
+        for r in best.itertuples()
+    ]
+    headers = ["scenario", "conc", "best recipe", "total tok/s/GPU", "output tok/s/GPU", "SLO"]
     table = tabulate(rows, headers, tablefmt="github", disable_numparse=True)
     return parts + [table]
 

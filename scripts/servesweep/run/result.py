@@ -81,6 +81,10 @@ def figures(plan: Plan, export: dict, sc: Scrapes) -> tuple[dict, dict]:
     f["output_tps_per_gpu"] = f["output_tps"] / gpus if f["output_tps"] is not None and gpus else None
     if f["output_tps_per_gpu"] is None:
         why["output_tps_per_gpu"] = "no output throughput" if gpus else "plan uses no GPUs"
+    # the field's headline: active total (input + output) tokens per second per serving GPU
+    f["total_tps_per_gpu"] = f["total_tps"] / gpus if f["total_tps"] is not None and gpus else None
+    if f["total_tps_per_gpu"] is None:
+        why["total_tps_per_gpu"] = "no total throughput" if gpus else "plan uses no GPUs"
     f["cache_read_share"] = _cache_share(plan, export, sc, why)
     f["requests_per_worker"] = _per_worker(sc, why)
     f["requests_per_frontend"] = _per_frontend(sc, why)

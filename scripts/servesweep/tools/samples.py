@@ -16,6 +16,7 @@ def result_doc(recipe, conc, ttft_p95, tps, gpus=2, scenario="chat", workers=Non
         "output_tps": tps,
         "total_tps": tps * 10,
         "output_tps_per_gpu": tps / gpus,
+        "total_tps_per_gpu": tps * 10 / gpus,
         "output_tps_per_user": tps / conc,
         "output_tokens_total": tps * 60,
         "benchmark_duration_s": 60.0,
