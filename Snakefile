@@ -10,6 +10,9 @@ min_version("9.0")
 sys.path.insert(0, str(Path(workflow.basedir) / "scripts"))
 
 
+report: "report/workflow.rst"
+
+
 include: "rules/common.smk"
 include: "rules/points.smk"
 include: "rules/aggregate.smk"

@@ -10,8 +10,12 @@ rule summary:
         missing=sw.missing_file(CLUSTER),
         results=selected_results,
     output:
-        md="results/summary.md",
-        csv="results/summary.csv",
+        md=report(
+            "results/summary.md", caption="../report/summary.rst", category="Summary"
+        ),
+        csv=report(
+            "results/summary.csv", caption="../report/summary.rst", category="Summary"
+        ),
     log:
         "logs/summary.log",
     conda:

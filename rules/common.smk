@@ -110,6 +110,11 @@ def rehearsal_plan(wildcards):
 RECIPE_ORDER = {r: i for i, r in enumerate(sorted(getattr(SELECTION, "recipes", {})))}
 
 
+def point_category(wildcards):
+    """A point's category in `snakemake --report`: its recipe's scenario."""
+    return SELECTION.scenario_of(wildcards.recipe)
+
+
 def curve_group(prefix):
     """The group of a point: every stale point of a recipe in one group (merged into one job by
     the profiles' --group-components), none when the recipe runs one stack per point."""

@@ -8,7 +8,13 @@ rule point:
     input:
         plan=".plans/{recipe}/c{conc}.json",  # written before the DAG is built (common.smk)
     output:
-        result="results/{recipe}/c{conc}.json",
+        result=report(
+            "results/{recipe}/c{conc}.json",
+            caption="../report/point.rst",
+            category=point_category,
+            subcategory="{recipe}",
+            labels={"recipe": "{recipe}", "concurrency": "{conc}"},
+        ),
     log:
         "logs/{recipe}/c{conc}.snakemake.log",
     priority: curve_priority(False)

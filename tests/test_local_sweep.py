@@ -135,6 +135,19 @@ def test_summary_lists_every_point(sweep):
     assert "None: every selected point has a result." in md
 
 
+def test_snakemake_report_holds_every_point_by_scenario_and_recipe(sweep):
+    wf, _, _ = sweep
+    r = snakemake(wf, "--report", "report.html", "results/summary.md", timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    html = (wf / "report.html").read_text()
+    for n in LOCAL_RECIPES:
+        assert f"results/{n}/c2.json" in html and f"results/{n}/c8.json" in html
+    assert "scenario local-sessions" in html and "results/summary.md" in html  # categories: scenario, summary
+    assert not (wf / "results" / "report.html").exists()  # the report is not a result
+    r = snakemake(wf, "-n", "results/summary.md")
+    assert "Nothing to be done" in r.stdout + r.stderr  # report flags made nothing stale
+
+
 def test_rehearsal_of_a_production_recipe_runs_its_layout_locally(tmp_path):
     """DSV4 GB300 1P1D (4 nodes, per_node DEP8): same processes, ports, env and readiness, mockers as engines."""
     name = "dsv4-pro-gb300-1p1d-pdep8-ddep8-mtp"

@@ -79,7 +79,7 @@ def test_tables_verdicts_best_and_missing(fixture_run):
     # figures formatted as people write them, rows linked to their JSON
     assert "[fast](fast/c4.json)" in md
     assert "0.07 / 0.13 / 0.20 / 0.32" in md
-    assert "17 078" in md and "68 000 / 0" not in md and "4 000 / 0" in md
+    assert "17 078" in md and "68 000 / 0" not in md and "4 000 / 1 / 0" in md  # ok / cancelled at grace / errors
     assert "2 400 / 1 600 (max/min 1.50)" in md
     # SLO verdicts: a miss names the figure
     row16 = next(ln for ln in md.splitlines() if "[fast](fast/c16.json)" in ln)
@@ -177,3 +177,13 @@ def test_total_tokens_per_gpu_is_the_headline_and_picks_the_best(fixture_run):
     assert "fast" in row and "200 000" in row  # dense-img has more output/GPU (9 000 vs 8 539), less total
     df = pd.read_csv("results/summary.csv")
     assert df.loc[(df.recipe == "fast") & (df.concurrency == 4), "total_tps_per_gpu"].item() == 200_000.0
+
+
+def test_cancellations_batch_and_preemptions_are_shown(fixture_run):
+    _, paths, sel = fixture_run
+    build_summary(paths, sel, Path("results/summary.md"))
+    md = Path("results/summary.md").read_text()
+    row = next(ln for ln in md.splitlines() if ln.startswith("| [fast](fast/c16.json)"))
+    assert "agg 12.8 / 16 · 0 preempt." in row and "| 16 000 / 4 / 0 " in row  # ok / cancelled / errors
+    df = pd.read_csv("results/summary.csv")
+    assert {"cancelled", "batch", "total_tps_per_gpu"} <= set(df.columns)

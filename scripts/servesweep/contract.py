@@ -111,6 +111,7 @@ class Benchmark:
     streaming: bool
     concurrency: int
     duration_s: float | None
+    grace_s: float  # aiperf's grace period after duration_s: in-flight requests then are cancelled
     request_count: int | None
     warmup: dict
     dataset: dict

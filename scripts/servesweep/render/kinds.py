@@ -42,7 +42,22 @@ _PLAIN = {
 }
 
 
+# Each engine's running-requests gauge (its batch) and preemption counter; Dynamo's vLLM component
+# and the mocker export vLLM's names on their system port. TensorRT-LLM exports neither here.
+_VLLM_BATCH = {"running": "vllm:num_requests_running", "preemptions": "vllm:num_preemptions"}
+_SGLANG_BATCH = {"running": "sglang:num_running_reqs", "preemptions": None}
+_BATCH = {
+    "vllm": _VLLM_BATCH,
+    "dynamo.vllm": _VLLM_BATCH,
+    "dynamo.mocker": _VLLM_BATCH,
+    "sglang": _SGLANG_BATCH,
+    "dynamo.sglang": _SGLANG_BATCH,
+    "dynamo.trtllm": None,
+}
+
+
 def server_metrics(kind: str) -> dict:
     """The plan's ``server_metrics``: per-worker request counter, the TTFT histogram, prefix-cache
-    counters and where each is scraped, and the package names that carry the engine's version."""
-    return _DYNAMO if kind in DYNAMO_KINDS else _PLAIN[kind]
+    counters and where each is scraped, the batch gauge and preemption counter, and the package
+    names that carry the engine's version."""
+    return {**(_DYNAMO if kind in DYNAMO_KINDS else _PLAIN[kind]), "batch": _BATCH[kind]}

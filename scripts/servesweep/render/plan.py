@@ -60,11 +60,13 @@ def _benchmark(doc: dict, conc: int, cluster: Cluster, rehearsal: Cluster | None
     duration = scen.get("duration_s")
     requests = scen.get("requests")
     warmup = dict(scen.get("warmup") or {})
+    grace = scen.get("grace_s", DEFAULT_GRACE_S)
     tools = rehearsal or cluster
     if rehearsal is not None:
         dataset = REHEARSAL_DATASET
         conc = min(conc, rehearsal.rehearsal_max_concurrency)
         cap = rehearsal.rehearsal_max_duration_s
+        grace = min(grace, cap)
         duration, requests = (min(duration, cap), None) if duration else (None, min(requests, conc * 4))
         warmup = {"requests": min(warmup.get("requests", 0), conc)} if warmup else {}
     (kind, ds), *_ = dataset.items()
@@ -73,6 +75,7 @@ def _benchmark(doc: dict, conc: int, cluster: Cluster, rehearsal: Cluster | None
         "streaming": True,
         "concurrency": conc,
         "duration_s": duration,
+        "grace_s": grace,
         "request_count": requests,
         "warmup": warmup,
         "dataset": {"kind": kind, **ds},
@@ -84,7 +87,7 @@ def _benchmark(doc: dict, conc: int, cluster: Cluster, rehearsal: Cluster | None
     }
 
 
-AIPERF_GRACE_S = 30  # aiperf's --benchmark-grace-period
+DEFAULT_GRACE_S = 30  # aiperf's --benchmark-grace-period unless scenario.grace_s says otherwise
 
 
 def _time_budget(doc: dict, cluster: Cluster, bench: dict) -> dict:
@@ -93,7 +96,7 @@ def _time_budget(doc: dict, cluster: Cluster, bench: dict) -> dict:
     readiness = (doc.get("readiness") or {}).get("timeout_s", cluster.readiness_timeout_s)
     run = bench["duration_s"] or 600
     warm = bench["warmup"].get("duration_s", 0) + (60 if bench["warmup"].get("requests") else 0)
-    point = warm + run + AIPERF_GRACE_S
+    point = warm + run + bench["grace_s"]
     return {
         "startup_s": readiness + cluster.runtime_margin_s,
         "point_s": point,
@@ -311,7 +314,10 @@ def _plan_doc(recipe, cluster, rehearsal, doc, kind, image, roles, slots, procs)
         "processes": [p.to_json() for p in procs],
         "expect_registrations": expect,
         "readiness": {"timeout_s": (doc.get("readiness") or {}).get("timeout_s", run_cluster.readiness_timeout_s)},
-        "validity": {"max_error_rate": (doc.get("validity") or {}).get("max_error_rate", 0.05)},
+        "validity": {
+            "max_error_rate": (doc.get("validity") or {}).get("max_error_rate", 0.05),
+            "max_cancelled_share": (doc.get("validity") or {}).get("max_cancelled_share", 0.1),
+        },
         "container": container,
         "stack": {"reuse": (doc.get("stack") or {}).get("reuse", True)},
         "ports": {

@@ -129,6 +129,9 @@ class Selection:
         self.preflight_problems += problems
         self.preflight_notes += notes
 
+    def scenario_of(self, recipe: str) -> str:
+        return f"scenario {self.recipes[recipe].doc['scenario']['name']}"
+
     def resources(self, recipe: str, conc: int) -> dict:
         """What the point's job asks the cluster for. A curve's stale points run as one Slurm
         job (a group summing its members' resources): the first carries one startup plus every
@@ -294,6 +297,9 @@ class SubmittedPlans:
 
     def will_run(self, recipe: str, conc: int, rehearsal: bool = False) -> None:
         """The main process wrote the curve files."""
+
+    def scenario_of(self, recipe: str) -> str:
+        return "points"  # only `snakemake --report` (a main process) asks
 
 
 def load_or_exit(

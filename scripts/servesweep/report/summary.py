@@ -85,6 +85,8 @@ def flatten(doc: dict, path: str, slo: dict) -> dict:
         "cache_read_share": f["cache_read_share"],
         "requests": f["requests_completed"],
         "errors": f["requests_errored"],
+        "cancelled": f.get("requests_cancelled", 0),
+        "batch": _batch_cell(f.get("batch_by_role"), f.get("preemptions")),
         "workers": len(workers),
         "worker_requests": json.dumps(workers, sort_keys=True),
         "worker_min": min(workers.values()) if workers else None,
@@ -106,6 +108,12 @@ def _total_per_gpu(f: dict, gpus: int):
     if "total_tps_per_gpu" in f:
         return f["total_tps_per_gpu"]
     return f["total_tps"] / gpus if f.get("total_tps") is not None and gpus else None
+
+
+def _batch_cell(batch: dict | None, preemptions: int | None) -> str:
+    """'decode 32.5 / 48 · 0 preempt.': each role's batch mean / p99, then preemptions."""
+    roles = " ".join(f"{role} {v['mean']:.1f} / {v['p99']:.0f}" for role, v in (batch or {}).items()) or "–"
+    return f"{roles} · {'–' if preemptions is None else preemptions} preempt."
 
 
 def _image(x) -> str:
@@ -170,7 +178,8 @@ def scenario_table(df: pd.DataFrame, md_dir: Path) -> str:
                 num(r.output_tps),
                 "–" if r.cache_read_share is None or pd.isna(r.cache_read_share) else f"{r.cache_read_share:.0%}",
                 _worker_cell(r),
-                f"{num(r.requests)} / {num(r.errors)}",
+                r.batch,
+                f"{num(r.requests)} / {num(r.cancelled)} / {num(r.errors)}",
                 _verdict(r),
             ]
         )
@@ -185,7 +194,8 @@ def scenario_table(df: pd.DataFrame, md_dir: Path) -> str:
         "output tok/s",
         "cache read",
         "requests per worker",
-        "ok / errors",
+        "batch mean / p99 · preemptions",
+        "ok / cancelled at grace / errors",
         "SLO",
     ]
     return tabulate(rows, headers, tablefmt="github", disable_numparse=True)

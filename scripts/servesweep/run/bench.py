@@ -24,7 +24,7 @@ def aiperf_argv(plan: Plan, ctx: Context, artifact_dir: Path, server_metrics: li
     argv += ["--use-server-token-count", "--no-gpu-telemetry", "--ui-type", "none"]
     argv += ["--artifact-dir", str(artifact_dir)]
     if b.duration_s:
-        argv += ["--benchmark-duration", num_arg(b.duration_s), "--benchmark-grace-period", "30"]
+        argv += ["--benchmark-duration", num_arg(b.duration_s), "--benchmark-grace-period", num_arg(b.grace_s)]
     if b.request_count:
         argv += ["--request-count", str(b.request_count)]
     w = b.warmup
@@ -74,6 +74,27 @@ def read_export(artifact_dir: Path) -> dict:
         return {}
     except ValueError as e:
         return {"_unreadable": str(e)}
+
+
+def request_outcomes(artifact_dir: Path) -> dict | None:
+    """The profiling phase's requests by outcome, from aiperf's per-request export: cancelled at the
+    grace boundary (``metadata.was_cancelled``), errored (an ``error`` record), completed."""
+    counts = {"completed": 0, "cancelled": 0, "errored": 0}
+    try:
+        lines = (artifact_dir / "profile_export.jsonl").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        meta = rec.get("metadata") or {}
+        if meta.get("benchmark_phase", "profiling") != "profiling":
+            continue
+        outcome = "cancelled" if meta.get("was_cancelled") else "errored" if rec.get("error") else "completed"
+        counts[outcome] += 1
+    return counts
 
 
 def stat(export: dict, metric: str, key: str = "avg"):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..contract import Plan, PlanError, load_plan, stack_reuse_allowed
 from ..preflight import PreflightFailed
-from . import bench, metrics, result, slots, slurm
+from . import bench, metrics, result, server_export, slots, slurm
 from .curve import Invocation, SharedStack, reset_prefix_caches
 from .driver_io import Interrupted, Say, now, raise_interrupt
 from .ready import PointFailed
@@ -136,6 +136,7 @@ class Measurement:
     t_end: float
     artifacts: Path
     caches: tuple  # (reset: bool | None, why)
+    engine_urls: dict  # metrics URL aiperf scraped -> the serving process behind it
 
 
 def _scrape_all(plan: Plan, ctx) -> tuple[dict, dict, dict]:
@@ -156,8 +157,8 @@ def _measure(plan: Plan, stack, run_dir: Path, say, cleanup: list) -> Measuremen
     caches = reset_prefix_caches(plan, ctx, stack.position)
     workers_before, fe_before, smp_before = _scrape_all(plan, ctx)
     art = run_dir / "aiperf"
-    server_metrics = [ctx.url(p.metrics_url, p.name) for p in _serving(plan)]
-    argv = bench.aiperf_argv(plan, ctx, art, server_metrics)
+    engine_urls = {ctx.url(p.metrics_url, p.name): p.name for p in _serving(plan)}
+    argv = bench.aiperf_argv(plan, ctx, art, list(engine_urls))
     short_tmp = Path(tempfile.mkdtemp(prefix="servesweep-"))
     cleanup.append(lambda: shutil.rmtree(short_tmp, ignore_errors=True))
     env = bench.aiperf_env(plan, run_dir, short_tmp, os.environ)
@@ -183,12 +184,15 @@ def _measure(plan: Plan, stack, run_dir: Path, say, cleanup: list) -> Measuremen
     workers_after, fe_after, smp_after = _scrape_all(plan, ctx)
     scrapes = result.Scrapes(workers_before, workers_after, fe_before, fe_after, smp_before, smp_after)
     rc = aiperf.poll()
-    return Measurement(bench.read_export(art), scrapes, rc, aiperf.log_tail(8), t_bench, t_end, art, caches)
+    export = bench.read_export(art)
+    return Measurement(export, scrapes, rc, aiperf.log_tail(8), t_bench, t_end, art, caches, engine_urls)
 
 
 def _conclude(plan: Plan, stack, m: Measurement, result_path: Path, run_dir: Path, started_at, say) -> None:
     """Gate the run, then write its result; a measured result is never lost."""
-    figs, why = result.figures(plan, m.export, m.scrapes)
+    figs, why = result.figures(plan, m.export, m.scrapes, bench.request_outcomes(m.artifacts))
+    batch = server_export.batch_figures(plan, server_export.read(m.artifacts), m.engine_urls, why)
+    figs["batch_by_role"], figs["preemptions"] = batch
     reasons = result.gate(plan, m.export, figs, m.aiperf_rc)
     if reasons:
         tail = m.aiperf_tail if m.aiperf_rc or not m.export else ""

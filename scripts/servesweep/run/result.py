@@ -54,16 +54,27 @@ class Scrapes:
         return self.merged(pair[0]), self.merged(pair[1])
 
 
-def figures(plan: Plan, export: dict, sc: Scrapes) -> tuple[dict, dict]:
+def _outcomes(export: dict, outcomes: dict | None, why: dict) -> tuple[int, int, int]:
+    """(completed, errored, cancelled at the grace boundary): aiperf's per-request export tells
+    cancellations from errors; without it, its summary's counts (cancellations unknown)."""
+    completed = int(bench.stat(export, "request_count") or 0)
+    if outcomes is not None:
+        return completed, outcomes["errored"], outcomes["cancelled"]
+    why["requests_cancelled"] = "aiperf wrote no per-request export: cancellations are counted as errors"
+    return completed, int(bench.stat(export, "error_request_count") or 0), 0  # absent when zero
+
+
+def figures(plan: Plan, export: dict, sc: Scrapes, outcomes: dict | None = None) -> tuple[dict, dict]:
     """(figures, unmeasured reasons). Figures that could not be measured are None."""
     why: dict[str, str] = {}
     st = bench.stat
-    completed = st(export, "request_count") or 0
-    errors = st(export, "error_request_count") or 0  # absent when zero
+    completed, errors, cancelled = _outcomes(export, outcomes, why)
+    sent = completed + errors + cancelled
     f = {
-        "requests_completed": int(completed),
-        "requests_errored": int(errors),
-        "requests_cancelled": int(st(export, "cancelled_request_count") or 0),
+        "requests_completed": completed,
+        "requests_errored": errors,
+        "requests_cancelled": cancelled,
+        "cancelled_share": cancelled / sent if sent else None,
         "error_rate": (errors / (completed + errors)) if (completed + errors) else None,
         "request_throughput": st(export, "request_throughput"),
         "ttft_s": {q: _ms_to_s(st(export, "time_to_first_token", q)) for q in ("p50", "p90", "p95", "p99")},
@@ -175,6 +186,7 @@ def gate(plan: Plan, export: dict, f: dict, aiperf_rc: int) -> list[str]:
         reasons.append("aiperf reports the run is incomplete")
     if not f["output_tokens_total"]:
         reasons.append("the run produced zero output tokens")
+    reasons += _cancelled_reasons(plan, f)
     limit = plan.validity["max_error_rate"]
     if f["error_rate"] is None:
         reasons.append("no request completed")
@@ -193,6 +205,19 @@ def gate(plan: Plan, export: dict, f: dict, aiperf_rc: int) -> list[str]:
         if idle:
             reasons.append(f"worker(s) {', '.join(idle)} served no requests")
     return reasons
+
+
+def _cancelled_reasons(plan: Plan, f: dict) -> list[str]:
+    """Requests still running at the grace boundary are cancelled, not failed: they count against
+    the point only when so many were cut short that the load was not really measured."""
+    share, limit = f["cancelled_share"], plan.validity["max_cancelled_share"]
+    if share is None or share <= limit:
+        return []
+    return [
+        f"{f['requests_cancelled']} requests ({share:.1%}) were still running at the grace boundary "
+        f"({plan.benchmark.grace_s:g} s after the benchmark's {plan.benchmark.duration_s or 0:g} s) and were "
+        f"cancelled: over the limit {limit:.1%}; raise scenario.grace_s or validity.max_cancelled_share"
+    ]
 
 
 def validate_result(doc: dict) -> list[str]:

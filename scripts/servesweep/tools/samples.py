@@ -7,7 +7,10 @@ def result_doc(recipe, conc, ttft_p95, tps, gpus=2, scenario="chat", workers=Non
     figs = {
         "requests_completed": 1000 * conc,
         "requests_errored": errors,
-        "requests_cancelled": 0,
+        "requests_cancelled": conc // 4,
+        "cancelled_share": (conc // 4) / (1000 * conc + errors + conc // 4),
+        "batch_by_role": {"agg": {"mean": conc * 0.8, "p99": float(conc)}},
+        "preemptions": 0,
         "error_rate": errors / (1000 * conc + errors),
         "request_throughput": tps / 50,
         "ttft_s": {"p50": ttft_p95 / 3, "p90": ttft_p95 / 1.5, "p95": ttft_p95, "p99": ttft_p95 * 1.6},

@@ -14,7 +14,7 @@ BIN = Path(sys.executable).parent
 def copy_workflow(root: Path, dest: Path, recipes: list[str] | None = None) -> Path:
     """Snakefile, rules, schemas, profiles, scripts and (some) recipes of ``root`` in ``dest``."""
     dest.mkdir(parents=True, exist_ok=True)
-    for name in ("Snakefile", "rules", "schemas", "profiles", "scripts"):
+    for name in ("Snakefile", "rules", "schemas", "profiles", "scripts", "report"):
         src = root / name
         if src.is_dir():
             shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__"))

@@ -1,0 +1,58 @@
+"""Figures from aiperf's server-metrics export: the engines' own gauges and counters, sampled by
+aiperf over the profiling phase (``server_metrics_export.json``), attributed to plan processes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..contract import Plan
+
+
+def read(artifact_dir: Path) -> dict | None:
+    try:
+        return json.loads((artifact_dir / "server_metrics_export.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _series(doc: dict, metric: str, url_to_process: dict[str, str]) -> list[tuple[str, dict]]:
+    """(process, stats) of each series of ``metric`` scraped from one of the plan's engines."""
+    out = []
+    for s in ((doc.get("metrics") or {}).get(metric) or {}).get("series", []):
+        name = url_to_process.get(s.get("endpoint_url", ""))
+        if name is not None and isinstance(s.get("stats"), dict):
+            out.append((name, s["stats"]))
+    return out
+
+
+def batch_figures(plan: Plan, doc: dict | None, url_to_process: dict[str, str], why: dict) -> tuple:
+    """(running batch per role {role: {mean, p99}}, preemptions over the run). Each series is one
+    engine (a DP rank has its own): the role's mean is the mean of its engines' means, its p99 the
+    largest engine p99."""
+    spec = plan.server_metrics["batch"]
+    if spec is None:
+        why["batch_by_role"] = why["preemptions"] = f"{plan.engine} exports no running-requests gauge here"
+        return None, None
+    if doc is None:
+        why["batch_by_role"] = why["preemptions"] = "aiperf wrote no server_metrics_export.json"
+        return None, None
+    role_of = {p.name: p.role for p in plan.processes}
+    by_role: dict[str, list[dict]] = {}
+    for name, stats in _series(doc, spec["running"], url_to_process):
+        by_role.setdefault(role_of[name], []).append(stats)
+    batch = {
+        role: {"mean": sum(s.get("avg") or 0.0 for s in st) / len(st), "p99": max(s.get("p99") or 0.0 for s in st)}
+        for role, st in sorted(by_role.items())
+    } or None
+    if batch is None:
+        why["batch_by_role"] = f"no {spec['running']} series from the engines in aiperf's export"
+    preempt = None
+    if spec["preemptions"] is None:
+        why["preemptions"] = f"{plan.engine} exports no preemption counter"
+    else:
+        totals = [s.get("total") for _, s in _series(doc, spec["preemptions"], url_to_process)]
+        preempt = int(sum(t for t in totals if t is not None)) if totals else None
+        if preempt is None:
+            why["preemptions"] = f"no {spec['preemptions']} series from the engines in aiperf's export"
+    return batch, preempt

@@ -1,0 +1,102 @@
+"""Requests cancelled at the grace boundary are counted apart from errors, and judged by a stated rule."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from servesweep.contract import Plan
+from servesweep.render.plan import render
+from servesweep.render.recipe import Recipe, load_recipe
+from servesweep.run import bench, result, server_export
+
+from helpers import CLUSTERS, ROOT, plan_of
+
+
+def _records(path: Path, completed: int, cancelled: int, errored: int, warmup: int = 3) -> None:
+    rows = [{"metadata": {"benchmark_phase": "warmup", "was_cancelled": False}, "metrics": {}}] * warmup
+    rows += [{"metadata": {"benchmark_phase": "profiling", "was_cancelled": False}, "metrics": {}}] * completed
+    rows += [{"metadata": {"benchmark_phase": "profiling", "was_cancelled": True}, "metrics": {}}] * cancelled
+    err = {"metadata": {"benchmark_phase": "profiling", "was_cancelled": False}, "error": {"code": 500}}
+    rows += [err] * errored
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "profile_export.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + "{torn line\n")
+
+
+def _figures(plan: Plan, outcomes: dict | None):
+    export = {"request_count": {"avg": 90}, "error_request_count": {"avg": 7}, "output_token_throughput": {"avg": 1.0},
+              "total_output_tokens": {"avg": 900}, "is_complete": True}  # fmt: skip
+    scrapes = result.Scrapes({}, {}, {}, {}, {}, {})
+    return result.figures(plan, export, scrapes, outcomes)
+
+
+def test_per_request_export_tells_cancellations_from_errors(tmp_path):
+    _records(tmp_path, completed=90, cancelled=5, errored=2)
+    assert bench.request_outcomes(tmp_path) == {"completed": 90, "cancelled": 5, "errored": 2}
+    assert bench.request_outcomes(tmp_path / "missing") is None
+
+
+@pytest.mark.parametrize(("cancelled", "valid"), [(5, True), (20, False)])
+def test_the_gate_allows_a_few_cancellations_but_not_a_cut_short_load(cancelled, valid):
+    plan = Plan.from_json(plan_of("local-agg-2x-mocker"))
+    assert plan.benchmark.grace_s == 30 and plan.validity["max_cancelled_share"] == 0.1
+    f, why = _figures(plan, {"completed": 90, "cancelled": cancelled, "errored": 0})
+    assert f["requests_cancelled"] == cancelled and f["requests_errored"] == 0 and f["error_rate"] == 0
+    reasons = result.gate(plan, {"is_complete": True}, f, 0)
+    assert (reasons == []) is valid, reasons
+    if not valid:
+        assert "were still running at the grace boundary (30 s after" in reasons[0]
+
+
+def test_without_the_per_request_export_cancellations_are_unknown():
+    plan = Plan.from_json(plan_of("local-agg-2x-mocker"))
+    f, why = _figures(plan, None)
+    assert f["requests_errored"] == 7 and f["requests_cancelled"] == 0
+    assert "cancellations are counted as errors" in why["requests_cancelled"]
+
+
+def test_grace_is_a_recipe_setting_in_the_plan_aiperf_and_the_time_budget():
+    base = plan_of("gemma4-livekit-2tp4-dyn-vllm-prod")["resources"]["point_s"]
+    r = load_recipe(ROOT / "recipes" / "gemma4-livekit-2tp4-dyn-vllm-prod.yaml")
+    longer = Recipe(r.name, r.source, {**r.doc, "scenario": {**r.doc["scenario"], "grace_s": 1800}})
+    plan = render(longer, CLUSTERS["hcm-hgx02"], 96)
+    assert plan["benchmark"]["grace_s"] == 1800 and plan["resources"]["point_s"] == base - 30 + 1800
+    argv = bench.aiperf_argv(Plan.from_json(plan), _Ctx(), Path("/tmp/a"), [])
+    assert argv[argv.index("--benchmark-grace-period") + 1] == "1800"
+
+
+class _Ctx:
+    def resolve(self, template: str, _name: str) -> str:
+        return "http://127.0.0.1:1"
+
+    url = resolve
+
+
+def _gauge(url: str, avg: float, p99: float) -> dict:
+    return {"endpoint_url": url, "labels": {"engine": "0"}, "stats": {"avg": avg, "p99": p99}}
+
+
+def test_batch_and_preemptions_come_from_the_engines_in_aiperfs_server_export():
+    """The shape of aiperf 0.13's server_metrics_export.json; a frontend's series is not an engine's."""
+    plan = Plan.from_json(plan_of("local-disagg-1p1d-mocker"))
+    urls = {"http://n/prefill": "prefill-0", "http://n/decode": "decode-0"}
+    doc = {
+        "metrics": {
+            "vllm:num_requests_running": {
+                "series": [
+                    _gauge("http://n/prefill", 2.0, 4.0),
+                    _gauge("http://n/decode", 30.0, 44.0),
+                    _gauge("http://n/frontend", 999.0, 999.0),
+                ]
+            },
+            "vllm:num_preemptions": {"series": [{"endpoint_url": "http://n/decode", "stats": {"total": 3.0}}]},
+        }
+    }
+    why: dict = {}
+    batch, preempt = server_export.batch_figures(plan, doc, urls, why)
+    assert batch == {"decode": {"mean": 30.0, "p99": 44.0}, "prefill": {"mean": 2.0, "p99": 4.0}}
+    assert preempt == 3 and why == {}
+    batch, preempt = server_export.batch_figures(plan, None, urls, why)
+    assert batch is None and preempt is None and "no server_metrics_export.json" in why["batch_by_role"]
