@@ -187,3 +187,33 @@ def test_cancellations_batch_and_preemptions_are_shown(fixture_run):
     assert "agg 12.8 / 16 · 0 preempt." in row and "| 16 000 / 4 / 0 " in row  # ok / cancelled / errors
     df = pd.read_csv("results/summary.csv")
     assert {"cancelled", "batch", "total_tps_per_gpu"} <= set(df.columns)
+
+
+def _with_repeats(doc: dict, tps_hw: float) -> dict:
+    doc["figures"]["repeats"] = {"n": 3, "confidence_level": 0.95, "half_width": {"output_tps": tps_hw}}
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("new_tps", "new_hw", "base_hw", "mark"),
+    [
+        (15300.0, None, None, "≈ within noise"),  # +2 %, no repeats: inside the default 3 % band
+        (16500.0, None, None, "▲ better"),  # +10 %: a real change
+        (16500.0, 1000.0, 800.0, "≈ within noise"),  # +10 % but inside the combined intervals
+        (16500.0, 300.0, 200.0, "▲ better"),  # +10 %, intervals narrower than the change
+    ],
+)
+def test_deltas_are_judged_against_noise(fixture_run, tmp_path, new_tps, new_hw, base_hw, mark):
+    _, paths, sel = fixture_run
+    new = result_doc("fast", 4, 0.2, new_tps)
+    Path("results/fast/c4.json").write_text(json.dumps(_with_repeats(new, new_hw) if new_hw else new))
+    base = tmp_path / "baseline"
+    (base / "fast").mkdir(parents=True)
+    old = result_doc("fast", 4, 0.2, 15000.0)
+    (base / "fast" / "c4.json").write_text(json.dumps(_with_repeats(old, base_hw) if base_hw else old))
+    build_summary(paths, sel, Path("results/summary.md"), baseline=base)
+    table = Path("results/summary.md").read_text().split("## Against baseline")[1].split("##")[0]
+    header = next(ln for ln in table.splitlines() if ln.startswith("| recipe"))
+    row = next(ln for ln in table.splitlines() if ln.startswith("| fast"))
+    col = [c.strip() for c in header.split("|")].index("output tok/s")
+    assert mark in row.split("|")[col], row

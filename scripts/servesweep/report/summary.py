@@ -27,6 +27,10 @@ DELTA_FIGURES = {
 }
 
 
+# Without repeats a run has no confidence interval: a delta smaller than this share of the
+# baseline is called noise (run-to-run spread of one point measured on these machines: 1-3 %).
+NOISE_BAND = 0.03
+
 SLO_FIGURES = {
     "ttft_p50_s": ("ttft_s", "p50"),
     "ttft_p90_s": ("ttft_s", "p90"),
@@ -100,7 +104,14 @@ def flatten(doc: dict, path: str, slo: dict) -> dict:
         "slo_met": verdict["met"],
         "slo_missed": "; ".join(f"{v['slo']} {_g(v['value'])} > {_g(v['limit'])}" for v in miss),
         "result": path,
+        **_half_widths(f.get("repeats")),
     }
+
+
+def _half_widths(repeats: dict | None) -> dict:
+    """``<figure>_hw``: half the confidence interval of a figure measured over repeats."""
+    hw = (repeats or {}).get("half_width") or {}
+    return {f"{fig}_hw": hw.get(fig) for fig in DELTA_FIGURES}
 
 
 def _total_per_gpu(f: dict, gpus: int):
@@ -228,6 +239,14 @@ def missing_points(selection: dict, present: set[str], root: Path) -> list[list[
     return out
 
 
+def _noise(hw_new, hw_old, old: float) -> float:
+    """How far two values may differ by noise alone: the sum of their confidence half-widths when
+    both were measured with repeats, else NOISE_BAND of the baseline."""
+    if all(h is not None and not pd.isna(h) for h in (hw_new, hw_old)):
+        return hw_new + hw_old
+    return NOISE_BAND * abs(old)
+
+
 def baseline_table(df: pd.DataFrame, base: pd.DataFrame) -> str:
     merged = df.merge(base, on=["recipe", "concurrency"], suffixes=("", "_base"))
     if merged.empty:
@@ -242,7 +261,8 @@ def baseline_table(df: pd.DataFrame, base: pd.DataFrame) -> str:
                 continue
             pct = (new - old) / abs(old) * 100
             better = (pct > 0) == higher
-            mark = "" if abs(pct) < 0.5 else (" ▲ better" if better else " ▼ worse")
+            noise = _noise(getattr(r, f"{fig}_hw", None), getattr(r, f"{fig}_hw_base", None), old)
+            mark = " ≈ within noise" if abs(new - old) <= noise else (" ▲ better" if better else " ▼ worse")
             cells.append(f"{pct:+.1f}%{mark}")
         rows.append(cells)
     headers = ["recipe", "conc"] + [label for label, _ in DELTA_FIGURES.values()]
