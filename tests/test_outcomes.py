@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from servesweep.contract import Plan
+from servesweep.contract import REPEAT_COOLDOWN_S, Plan
 from servesweep.render.plan import render
 from servesweep.render.recipe import Recipe, load_recipe
-from servesweep.run import bench, result, server_export
+from servesweep.run import bench, repeats, result, server_export
 
 from helpers import CLUSTERS, ROOT, plan_of
 
@@ -100,3 +100,57 @@ def test_batch_and_preemptions_come_from_the_engines_in_aiperfs_server_export():
     assert preempt == 3 and why == {}
     batch, preempt = server_export.batch_figures(plan, None, urls, why)
     assert batch is None and preempt is None and "no server_metrics_export.json" in why["batch_by_role"]
+
+
+def _run_export(path: Path, rps: float, ttft_p95_ms: float, count: int) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    export = {
+        "request_throughput": {"unit": "requests/sec", "avg": rps},
+        "time_to_first_token": {"unit": "ms", "avg": ttft_p95_ms / 2, "p95": ttft_p95_ms},
+        "output_token_throughput": {"unit": "tokens/sec", "avg": rps * 10},
+        "total_token_throughput": {"unit": "tokens/sec", "avg": rps * 100},
+        "inter_token_latency": {"unit": "ms", "p50": 10.0, "p99": 20.0},
+        "request_count": {"unit": "requests", "avg": count},
+        "total_output_tokens": {"unit": "tokens", "avg": count * 10},
+        "is_complete": True,
+    }
+    (path / "profile_export_aiperf.json").write_text(json.dumps(export))
+    (path / "profile_export.jsonl").write_text(
+        json.dumps({"metadata": {"benchmark_phase": "profiling", "was_cancelled": False}}) + "\n"
+    )
+
+
+def test_repeats_merge_runs_and_keep_each_run_and_the_intervals(tmp_path):
+    """aiperf 0.13's --num-profile-runs layout: profile_runs/run_NNNN/ and aggregate/."""
+    _run_export(tmp_path / "profile_runs" / "run_0001", 10.0, 200.0, 100)
+    _run_export(tmp_path / "profile_runs" / "run_0002", 12.0, 300.0, 120)
+    agg = {
+        "metadata": {"confidence_level": 0.95, "num_profile_runs": 2},
+        "metrics": {
+            "request_throughput_avg": {"mean": 11.0, "ci_low": 9.0, "ci_high": 13.0},
+            "time_to_first_token_p95": {"mean": 250.0, "ci_low": 150.0, "ci_high": 350.0},
+            "total_token_throughput_avg": {"mean": 1100.0, "ci_low": 900.0, "ci_high": 1300.0},
+        },
+    }
+    (tmp_path / "aggregate").mkdir()
+    (tmp_path / "aggregate" / "profile_export_aiperf_aggregate.json").write_text(json.dumps(agg))
+    export = bench.read_export(tmp_path)
+    assert export["request_throughput"]["avg"] == 11.0 and export["request_count"]["avg"] == 220  # mean; sum
+    assert bench.request_outcomes(tmp_path) == {"completed": 2, "cancelled": 0, "errored": 0}
+    rep = repeats.figures(tmp_path, gpus=2)
+    assert rep["n"] == 2 and [r["req_s"] for r in rep["runs"]] == [10.0, 12.0]
+    hw = rep["half_width"]
+    assert hw["req_s"] == 2.0 and hw["ttft_p95_s"] == 0.1 and hw["total_tps_per_gpu"] == 100.0
+    assert hw["output_tps"] is None  # aiperf gave no interval for it here: unknown, not zero
+    assert repeats.figures(tmp_path / "profile_runs" / "run_0001", gpus=2) is None  # one run: no repeats
+
+
+def test_repeats_set_aiperf_runs_and_the_time_budget():
+    r = load_recipe(ROOT / "recipes" / "local-agg-2x-mocker.yaml")
+    once = render(r, CLUSTERS["local"], 4)
+    thrice = render(Recipe(r.name, r.source, {**r.doc, "repeats": 3}), CLUSTERS["local"], 4)
+    run = r.doc["scenario"]["duration_s"] + once["benchmark"]["grace_s"]
+    assert thrice["resources"]["point_s"] - once["resources"]["point_s"] == 2 * run + 2 * REPEAT_COOLDOWN_S
+    argv = bench.aiperf_argv(Plan.from_json(thrice), _Ctx(), Path("/tmp/a"), [])
+    assert argv[argv.index("--num-profile-runs") + 1] == "3" and "--confidence-level" in argv
+    assert "--num-profile-runs" not in bench.aiperf_argv(Plan.from_json(once), _Ctx(), Path("/tmp/a"), [])

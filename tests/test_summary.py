@@ -217,3 +217,19 @@ def test_deltas_are_judged_against_noise(fixture_run, tmp_path, new_tps, new_hw,
     row = next(ln for ln in table.splitlines() if ln.startswith("| fast"))
     col = [c.strip() for c in header.split("|")].index("output tok/s")
     assert mark in row.split("|")[col], row
+
+
+def test_repeated_points_show_value_plus_minus_half_width(fixture_run):
+    _, paths, sel = fixture_run
+    doc = result_doc("fast", 4, 0.2, 17078.4)
+    doc["figures"]["repeats"] = {
+        "n": 3,
+        "confidence_level": 0.95,
+        "runs": [{"req_s": 340.0}, {"req_s": 342.0}, {"req_s": 343.0}],
+        "half_width": {"req_s": 2.5, "total_tps_per_gpu": 412.0},
+    }
+    assert validate_result(doc) == []
+    Path("results/fast/c4.json").write_text(json.dumps(doc))
+    build_summary(paths, sel, Path("results/summary.md"))
+    row = next(ln for ln in Path("results/summary.md").read_text().splitlines() if ln.startswith("| [fast](fast/c4"))
+    assert "341.57 ± 2.50" in row and "85 392 ± 412" in row

@@ -18,6 +18,7 @@ from .yamlio import schema_errors
 PLAN_SCHEMA = "servesweep.plan/3"
 CONTROL_ROLES = ("etcd", "nats")  # started first, on node 0; every other process needs them
 ENGINE_ROLES = ("agg", "prefill", "decode")
+REPEAT_COOLDOWN_S = 5  # aiperf's --profile-run-cooldown-seconds between a point's repeats
 
 
 STACK_REUSE_ENV = "SERVESWEEP_STACK_REUSE"  # "0": one stack per point for a whole run (--config stack_reuse=0)
@@ -112,6 +113,7 @@ class Benchmark:
     concurrency: int
     duration_s: float | None
     grace_s: float  # aiperf's grace period after duration_s: in-flight requests then are cancelled
+    repeats: int  # aiperf runs of the point on the same stack (--num-profile-runs)
     request_count: int | None
     warmup: dict
     dataset: dict

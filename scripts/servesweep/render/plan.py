@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..contract import PLAN_SCHEMA, Process
+from ..contract import PLAN_SCHEMA, REPEAT_COOLDOWN_S, Process
 from ..encode import digest, encode, encode_key
 from . import engines, plain, topology
 from .cluster import Cluster
@@ -76,6 +76,7 @@ def _benchmark(doc: dict, conc: int, cluster: Cluster, rehearsal: Cluster | None
         "concurrency": conc,
         "duration_s": duration,
         "grace_s": grace,
+        "repeats": 1 if rehearsal is not None else doc.get("repeats", 1),
         "request_count": requests,
         "warmup": warmup,
         "dataset": {"kind": kind, **ds},
@@ -96,7 +97,8 @@ def _time_budget(doc: dict, cluster: Cluster, bench: dict) -> dict:
     readiness = (doc.get("readiness") or {}).get("timeout_s", cluster.readiness_timeout_s)
     run = bench["duration_s"] or 600
     warm = bench["warmup"].get("duration_s", 0) + (60 if bench["warmup"].get("requests") else 0)
-    point = warm + run + bench["grace_s"]
+    k = bench["repeats"]
+    point = warm + k * (run + bench["grace_s"]) + (k - 1) * REPEAT_COOLDOWN_S
     return {
         "startup_s": readiness + cluster.runtime_margin_s,
         "point_s": point,

@@ -156,6 +156,13 @@ def _sec(x) -> str:
     return num(x, 2)
 
 
+def _pm(value, hw, digits: int = 0) -> str:
+    """'17 078 ± 412' where the point was measured with repeats."""
+    if hw is None or pd.isna(hw):
+        return num(value, digits)
+    return f"{num(value, digits)} ± {num(hw, digits)}"
+
+
 def _worker_cell(row) -> str:
     workers = json.loads(row.worker_requests)
     if not workers:
@@ -181,10 +188,10 @@ def scenario_table(df: pd.DataFrame, md_dir: Path) -> str:
             [
                 f"[{r.recipe}]({link})",
                 r.concurrency,
-                num(r.req_s, 2),
+                _pm(r.req_s, r.req_s_hw, 2),
                 " / ".join(_sec(getattr(r, f"ttft_{q}_s")) for q in ("p50", "p90", "p95", "p99")),
                 f"{num(r.itl_p50_ms, 1)} / {num(r.itl_p99_ms, 1)}",
-                num(r.total_tps_per_gpu),
+                _pm(r.total_tps_per_gpu, r.total_tps_per_gpu_hw),
                 num(r.tps_per_gpu),
                 num(r.output_tps),
                 "–" if r.cache_read_share is None or pd.isna(r.cache_read_share) else f"{r.cache_read_share:.0%}",

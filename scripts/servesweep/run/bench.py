@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..contract import Plan
+from ..contract import REPEAT_COOLDOWN_S, Plan
 from ..encode import num_arg
-from . import metrics
+from . import metrics, repeats
 from .spawn import Context
 
 
@@ -27,6 +27,9 @@ def aiperf_argv(plan: Plan, ctx: Context, artifact_dir: Path, server_metrics: li
         argv += ["--benchmark-duration", num_arg(b.duration_s), "--benchmark-grace-period", num_arg(b.grace_s)]
     if b.request_count:
         argv += ["--request-count", str(b.request_count)]
+    if b.repeats > 1:
+        argv += ["--num-profile-runs", str(b.repeats), "--confidence-level", str(repeats.CONFIDENCE)]
+        argv += ["--profile-run-cooldown-seconds", str(REPEAT_COOLDOWN_S)]
     w = b.warmup
     if w.get("requests"):
         argv += ["--warmup-request-count", str(w["requests"])]
@@ -67,13 +70,8 @@ def aiperf_env(plan: Plan, run_dir: Path, tmp: Path, base: dict) -> dict:
 
 
 def read_export(artifact_dir: Path) -> dict:
-    path = artifact_dir / "profile_export_aiperf.json"
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        return {}
-    except ValueError as e:
-        return {"_unreadable": str(e)}
+    """aiperf's export of the point (with repeats: every run's merged, see ``repeats``)."""
+    return repeats.merged_export(artifact_dir)
 
 
 def request_outcomes(artifact_dir: Path) -> dict | None:
@@ -81,7 +79,9 @@ def request_outcomes(artifact_dir: Path) -> dict | None:
     grace boundary (``metadata.was_cancelled``), errored (an ``error`` record), completed."""
     counts = {"completed": 0, "cancelled": 0, "errored": 0}
     try:
-        lines = (artifact_dir / "profile_export.jsonl").read_text().splitlines()
+        lines = [
+            ln for d in repeats.run_dirs(artifact_dir) for ln in (d / "profile_export.jsonl").read_text().splitlines()
+        ]
     except OSError:
         return None
     for line in lines:

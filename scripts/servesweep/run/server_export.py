@@ -7,13 +7,22 @@ import json
 from pathlib import Path
 
 from ..contract import Plan
+from .repeats import run_dirs
 
 
 def read(artifact_dir: Path) -> dict | None:
-    try:
-        return json.loads((artifact_dir / "server_metrics_export.json").read_text())
-    except (OSError, ValueError):
-        return None
+    """The export of the point's run; with repeats, every run's series together."""
+    docs = []
+    for d in run_dirs(artifact_dir):
+        try:
+            docs.append(json.loads((d / "server_metrics_export.json").read_text()))
+        except (OSError, ValueError):
+            return None
+    metrics: dict[str, dict] = {}
+    for doc in docs:
+        for name, m in (doc.get("metrics") or {}).items():
+            metrics.setdefault(name, {"series": []})["series"] += m.get("series") or []
+    return {"metrics": metrics}
 
 
 def _series(doc: dict, metric: str, url_to_process: dict[str, str]) -> list[tuple[str, dict]]:
