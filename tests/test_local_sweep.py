@@ -6,11 +6,13 @@ import json
 import time
 
 import pytest
+import yaml
 
 from servesweep.run.result import validate_result
 
 from helpers import (
     LOCAL_RECIPES,
+    ROOT,
     assert_no_strays,
     copy_workflow,
     kill_strays,
@@ -18,6 +20,7 @@ from helpers import (
     snakemake,
     stack_driver_log,
     stack_logs,
+    write_recipe,
 )
 
 pytestmark = pytest.mark.integration
@@ -197,3 +200,25 @@ def test_three_frontends_behind_nginx_over_etcd_and_nats(tmp_path):
         assert f"'{fe}': {{'backend': 2}}" in driver
     conf = (logs / "balancer/nginx.conf").read_text()
     assert "hash $http_x_dynamo_session_id consistent;" in conf and conf.count("    server 127.0.0.1:") == 3
+
+
+def test_repeats_and_field_figures_on_the_real_stack(tmp_path):
+    """One point measured twice on one stack by the real aiperf: each run and the confidence
+    half-widths land in the result; batch, preemptions and grace-boundary cancellations are filled
+    from the engines and aiperf's exports; the summary shows value ± half-width."""
+    wf = copy_workflow(tmp_path / "wf", recipes=[])
+    base = yaml.safe_load((ROOT / "recipes" / "local-agg-2x-mocker.yaml").read_text())
+    write_recipe(wf, base, "twice", conc=(4,), duration=4, mutate=lambda d: d.update(repeats=2))
+    with no_processes_left(wf):
+        r = snakemake(wf, "results/summary.md", timeout=600)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    doc = json.loads((wf / "results/twice/c4.json").read_text())
+    assert validate_result(doc) == []
+    f = doc["figures"]
+    rep = f["repeats"]
+    assert rep["n"] == 2 and len(rep["runs"]) == 2 and all(run["req_s"] for run in rep["runs"])
+    assert rep["half_width"]["req_s"] is not None and rep["half_width"]["total_tps_per_gpu"] is not None
+    assert f["batch_by_role"]["agg"]["p99"] >= f["batch_by_role"]["agg"]["mean"] > 0  # the mocker's own gauge
+    assert f["preemptions"] is not None and f["requests_cancelled"] >= 0 and f["total_tps_per_gpu"] > 0
+    row = next(ln for ln in (wf / "results/summary.md").read_text().splitlines() if ln.startswith("| [twice]"))
+    assert " ± " in row and "agg " in row and "preempt." in row
