@@ -10,7 +10,7 @@ import pytest
 from servesweep.contract import REPEAT_COOLDOWN_S, Plan
 from servesweep.render.plan import render
 from servesweep.render.recipe import Recipe, load_recipe
-from servesweep.run import bench, repeats, result, server_export
+from servesweep.run import bench, prefix, repeats, result, server_export
 
 from helpers import CLUSTERS, ROOT, plan_of
 
@@ -154,3 +154,27 @@ def test_repeats_set_aiperf_runs_and_the_time_budget():
     argv = bench.aiperf_argv(Plan.from_json(thrice), _Ctx(), Path("/tmp/a"), [])
     assert argv[argv.index("--num-profile-runs") + 1] == "3" and "--confidence-level" in argv
     assert "--num-profile-runs" not in bench.aiperf_argv(Plan.from_json(once), _Ctx(), Path("/tmp/a"), [])
+
+
+def test_theoretical_prefix_hit_replays_the_sent_requests_through_a_perfect_cache(tmp_path):
+    trace = tmp_path / "t.jsonl"
+    rows = [
+        {"session_id": "a", "input_length": 128, "hash_ids": [1, 2]},
+        {"session_id": "a", "input_length": 250, "hash_ids": [1, 2, 3, 4]},
+        {"session_id": "b", "input_length": 128, "hash_ids": [1, 9]},
+    ]
+    trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    def sent(*reqs):
+        lines = [{"metadata": {"request_start_ns": t, "conversation_id": s, "turn_index": k}} for t, s, k in reqs]
+        (tmp_path / "profile_export.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+    ds = {"kind": "trace", "path": str(trace), "block_size": 64}
+    sent((1, "a", 0), (2, "a", 1), (3, "b", 0))  # 0 of 128, 128 of 250, 64 of 128 cached
+    assert prefix.theoretical_hit(ds, tmp_path, {}) == (0 + 128 + 64) / (128 + 250 + 128)
+    sent((1, "b", 0), (2, "a", 1))  # order matters: b's block 1 primes a's first block only
+    assert prefix.theoretical_hit(ds, tmp_path, {}) == 64 / (128 + 250)
+    why: dict = {}
+    sent((1, "c", 0))
+    assert prefix.theoretical_hit(ds, tmp_path, why) is None and "not in the trace" in why["theoretical_prefix_hit"]
+    assert prefix.theoretical_hit({"kind": "synthetic"}, tmp_path, why) is None

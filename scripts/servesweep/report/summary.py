@@ -87,6 +87,7 @@ def flatten(doc: dict, path: str, slo: dict) -> dict:
         "tps_per_gpu": f["output_tps_per_gpu"],
         "tps_per_user": f["output_tps_per_user"],
         "cache_read_share": f["cache_read_share"],
+        "theoretical_prefix_hit": f.get("theoretical_prefix_hit"),
         "requests": f["requests_completed"],
         "errors": f["requests_errored"],
         "cancelled": f.get("requests_cancelled", 0),
@@ -156,6 +157,10 @@ def _sec(x) -> str:
     return num(x, 2)
 
 
+def _share(x) -> str:
+    return "–" if x is None or pd.isna(x) else f"{x:.1%}"
+
+
 def _pm(value, hw, digits: int = 0) -> str:
     """'17 078 ± 412' where the point was measured with repeats."""
     if hw is None or pd.isna(hw):
@@ -194,7 +199,7 @@ def scenario_table(df: pd.DataFrame, md_dir: Path) -> str:
                 _pm(r.total_tps_per_gpu, r.total_tps_per_gpu_hw),
                 num(r.tps_per_gpu),
                 num(r.output_tps),
-                "–" if r.cache_read_share is None or pd.isna(r.cache_read_share) else f"{r.cache_read_share:.0%}",
+                f"{_share(r.cache_read_share)} / {_share(r.theoretical_prefix_hit)}",
                 _worker_cell(r),
                 r.batch,
                 f"{num(r.requests)} / {num(r.cancelled)} / {num(r.errors)}",
@@ -210,7 +215,7 @@ def scenario_table(df: pd.DataFrame, md_dir: Path) -> str:
         "total tok/s/GPU",
         "output tok/s/GPU",
         "output tok/s",
-        "cache read",
+        "prefix hit actual / theoretical",
         "requests per worker",
         "batch mean / p99 · preemptions",
         "ok / cancelled at grace / errors",

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..contract import Plan, PlanError, load_plan, stack_reuse_allowed
 from ..preflight import PreflightFailed
-from . import bench, metrics, repeats, result, server_export, slots, slurm
+from . import bench, metrics, prefix, repeats, result, server_export, slots, slurm
 from .curve import Invocation, SharedStack, reset_prefix_caches
 from .driver_io import Interrupted, Say, now, raise_interrupt
 from .ready import PointFailed
@@ -194,6 +194,7 @@ def _conclude(plan: Plan, stack, m: Measurement, result_path: Path, run_dir: Pat
     batch = server_export.batch_figures(plan, server_export.read(m.artifacts), m.engine_urls, why)
     figs["batch_by_role"], figs["preemptions"] = batch
     figs["repeats"] = repeats.figures(m.artifacts, plan.gpus_total)
+    figs["theoretical_prefix_hit"] = prefix.theoretical_hit(plan.benchmark.dataset, m.artifacts, why)
     reasons = result.gate(plan, m.export, figs, m.aiperf_rc)
     if reasons:
         tail = m.aiperf_tail if m.aiperf_rc or not m.export else ""
