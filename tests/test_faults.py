@@ -190,7 +190,7 @@ def test_port_already_bound_is_avoided_or_reported(fwf, reliability):
             r = snakemake(fwf, f"results/{name}/c2.json", "--config", "stack_reuse=0")
         assert r.returncode == 0, r.stdout[-3000:]
         log = (fwf / f"logs/{name}/c2/driver.log").read_text()
-        assert "already bound by another program" in log and f"port slot {slots - 1}" in log
+        assert f"port slot {slots - 1}," in log  # the only free slot (the search starts at a slot of its own)
         held.append(_hold(http + (slots - 1) * block))  # now every slot: a clear error, nothing started
         (fwf / f"results/{name}/c2.json").unlink()
         with no_processes_left(fwf):
