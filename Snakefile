@@ -15,6 +15,7 @@ report: "report/workflow.rst"
 
 include: "rules/common.smk"
 include: "rules/points.smk"
+include: "rules/capacity.smk"
 include: "rules/aggregate.smk"
 
 

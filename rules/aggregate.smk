@@ -1,6 +1,7 @@
 # Cheap roll-ups, always run on the submitting host.
 localrules:
     summary,
+    capacity,
     rehearsal_summary,
 
 
@@ -9,6 +10,7 @@ rule summary:
         selection=sw.selection_file(CLUSTER),
         missing=sw.missing_file(CLUSTER),
         results=selected_results,
+        capacity=selected_capacities,
     output:
         md=report(
             "results/summary.md", caption="../report/summary.rst", category="Summary"
@@ -24,7 +26,7 @@ rule summary:
         baseline=config.get("baseline", ""),
     shell:
         "servesweep summary --selection {input.selection:q} --out {output.md:q}"
-        " --baseline={params.baseline:q} {input.results:q} 2> {log:q}"
+        " --baseline={params.baseline:q} --capacity {input.capacity:q} -- {input.results:q} 2> {log:q}"
 
 
 rule rehearsal_summary:

@@ -97,6 +97,34 @@ def selected_results(wildcards=None):
     return results
 
 
+def selected_capacities(wildcards=None):
+    """capacity.json of every selected recipe that declares a capacity search (partial=1: those there)."""
+    files = [sw.capacity_file(r) for r in SELECTION.searches.recipes]
+    if config_flag("partial"):
+        return [f for f in files if os.path.exists(os.path.join(workflow.basedir, f))]
+    return files
+
+
+def capacity_probes(wildcards):
+    """The probes that decide a recipe's capacity, each a point (a checkpoint): known ones are inputs;
+    the next one is asked for and the search resumes once it has run, so `snakemake -n` shows
+    exactly the probe still unknown."""
+    if wildcards.recipe not in SELECTION.searches.recipes:
+        raise WorkflowError(
+            f"{sw.capacity_file(wildcards.recipe)}: recipe {wildcards.recipe} declares no capacity "
+            f"search for cluster {CLUSTER} (add capacity: {{min, max, tolerance}} and an slo)"
+        )
+    known, decision = SELECTION.capacity(wildcards.recipe)
+
+    def probe(conc):
+        return checkpoints.point.get(recipe=wildcards.recipe, conc=conc).output.result
+
+    found = [probe(c) for c in sorted(known)]
+    if decision.next is not None:
+        probe(decision.next)  # raises until the probe has a result
+    return found
+
+
 def rehearsal_plan(wildcards):
     """A rehearsal point's plan; rehearsal plans exist only with --config rehearsal=1."""
     if not REHEARSAL:

@@ -1,10 +1,12 @@
 # One job per point: the driver runs the point's plan and writes its result
 # only if the run is valid. The stale points of a recipe form one group (one
 # Slurm job with --group-components, see the profiles) and share one warm stack.
+# A checkpoint: a capacity search (capacity.smk) asks for its next probe only once the previous
+# ones have results; for every other target it is a plain rule.
 PLAN_RESOURCES = plan_resources()
 
 
-rule point:
+checkpoint point:
     input:
         plan=".plans/{recipe}/c{conc}.json",  # written before the DAG is built (common.smk)
     output:

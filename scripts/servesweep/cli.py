@@ -92,7 +92,16 @@ def cmd_summary(a) -> int:
         selection=Path(a.selection),
         out_md=Path(a.out),
         baseline=Path(a.baseline) if a.baseline else None,
+        capacities=[Path(p) for p in a.capacity],
     )
+    return 0
+
+
+def cmd_capacity(a) -> int:
+    from .report.capacity import write_capacity
+
+    doc = write_capacity(Path(a.settings), a.results, Path(a.out))
+    print(f"capacity: {doc['recipe']} {doc['outcome']}: capacity {doc['capacity']}, lowest miss {doc['lowest_miss']}")
     return 0
 
 
@@ -126,8 +135,14 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--selection", required=True, help="JSON list of the selected points")
     s.add_argument("--out", required=True)
     s.add_argument("--baseline")
+    s.add_argument("--capacity", nargs="*", default=[], help="capacity.json files for the capacity table")
     s.add_argument("results", nargs="*")
     s.set_defaults(func=cmd_summary)
+    c = sub.add_parser("capacity", help="decide a recipe's capacity at SLO from its probes' results")
+    c.add_argument("--settings", required=True, help="the search's settings (.plans/capacity/<recipe>.json)")
+    c.add_argument("--out", required=True)
+    c.add_argument("results", nargs="*")
+    c.set_defaults(func=cmd_capacity)
     a = ap.parse_args(argv)
     try:
         return a.func(a)

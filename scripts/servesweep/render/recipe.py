@@ -46,6 +46,11 @@ class Recipe:
     def concurrency(self) -> list[int]:
         return list(self.doc["concurrency"])
 
+    def has_point(self, conc: int) -> bool:
+        """A point of the sweep, or a probe its capacity search may run."""
+        cap = self.doc.get("capacity")
+        return conc in self.doc["concurrency"] or (cap is not None and cap["min"] <= conc <= cap["max"])
+
     def roles(self) -> list[Role]:
         topo = self.doc["topology"]
         if "aggregated" in topo:
@@ -160,6 +165,18 @@ def _sweep_problems(recipe: Recipe, stem: str | None) -> list[Problem]:
         out.append(Problem(label, "scenario", "give duration_s or requests, not both"))
     if "duration_s" not in scen and "requests" not in scen:
         out.append(Problem(label, "scenario.duration_s", "give duration_s or requests"))
+    return out + _capacity_problems(recipe)
+
+
+def _capacity_problems(recipe: Recipe) -> list[Problem]:
+    cap, label = recipe.doc.get("capacity"), recipe.source
+    if cap is None:
+        return []
+    out = []
+    if cap["max"] < cap["min"]:
+        out.append(Problem(label, "capacity.max", f"max {cap['max']} is below min {cap['min']}"))
+    if not recipe.doc.get("slo"):
+        out.append(Problem(label, "capacity", "a capacity search needs an slo to search against"))
     return out
 
 

@@ -23,6 +23,7 @@ from ..errors import InputError, Problem
 from ..files import write_if_changed
 from ..preflight import check_plan
 from ..yamlio import ParseCache
+from .capacity_search import CapacitySearches, capacity_file
 from .cluster import all_clusters
 from .engine_args import check_engine_args, pending
 from .plan import layout, render_point
@@ -75,6 +76,8 @@ class Selection:
             raise InputError([Problem("config", "recipes", f"no such recipe(s): {', '.join(unknown)}")])
         self.selected = [r for r in recipes if cluster in r.clusters and (not only or r.name in only)]
         self.points = [Point(r.name, c) for r in self.selected for c in r.concurrency]
+        self.searches = CapacitySearches(self)
+        self._searching: dict[str, bool] = {}  # recipe -> its capacity search wants more probes
 
     @staticmethod
     def plan_file(recipe: str, conc: int, rehearsal: bool = False) -> str:
@@ -92,12 +95,16 @@ class Selection:
             self._check_engine_args()
         for p in points:
             self.plan_path(p.recipe, p.conc, rehearsal)
+        if not rehearsal:  # the plans of the probes known so far and of the next one of each search
+            self.searches.write_settings()
+            for recipe in self.searches.recipes:
+                self.capacity(recipe)
         self._layouts.clear()
 
     def plan_path(self, recipe: str, conc: int, rehearsal: bool = False) -> str:
         """The point's plan file (rendered and written if not done yet)."""
         r = self.recipes.get(recipe)
-        if r is None or (conc not in r.concurrency):
+        if r is None or not (conc in r.concurrency if rehearsal else r.has_point(conc)):
             raise InputError([Problem(f"results/{recipe}/c{conc}.json", "target", "no such point in any recipe")])
         path = self.plan_file(recipe, conc, rehearsal)
         key = (recipe, conc, rehearsal)
@@ -111,6 +118,19 @@ class Selection:
             self._fingerprints[key] = plan["fingerprints"]["plan"]
             self._reuse[recipe] = plan["stack"]["reuse"] and stack_reuse_allowed()
         return path
+
+    def fingerprint(self, recipe: str, conc: int) -> str:
+        self.plan_path(recipe, conc)
+        return self._fingerprints[(recipe, conc, False)]
+
+    def capacity(self, recipe: str):
+        """(known probes, decision) of the recipe's capacity search; the stack keeper of its curve is
+        told whether more probes will come, so it stays warm between them."""
+        known, decision = self.searches.decision(recipe)
+        if self._searching.get(recipe) != (not decision.done):
+            self._searching[recipe] = not decision.done
+            self._write_curve(recipe, False)
+        return known, decision
 
     def _check_engine_args(self) -> None:
         """Every selected recipe's argv through its engines' own parsers, in one batch per venv."""
@@ -190,6 +210,7 @@ class Selection:
         path = self.root / missing_file(self.cluster.name, rehearsal)
         prefix = "results/rehearsal/" if rehearsal else "results/"
         missing = [f"{prefix}{p.recipe}/c{p.conc}.json" for p in self.points]
+        missing += [] if rehearsal else [capacity_file(r) for r in self.searches.recipes]
         missing = [m for m in missing if not (self.root / m).exists()]
         summary = self.root / f"{prefix}summary.md"
         old = _read_json(path)
@@ -204,7 +225,14 @@ class Selection:
         points = self._will_run.setdefault((recipe, rehearsal), set())
         if conc not in points:
             points.add(conc)
-            write_if_changed(self.root / curve_file(recipe, rehearsal), canonical({"expected": len(points)}))
+            self._write_curve(recipe, rehearsal)
+
+    def _write_curve(self, recipe: str, rehearsal: bool) -> None:
+        expected = len(self._will_run.get((recipe, rehearsal), ()))
+        searching = not rehearsal and self._searching.get(recipe, False)
+        write_if_changed(
+            self.root / curve_file(recipe, rehearsal), canonical({"expected": expected, "searching": searching})
+        )
 
     def plan(self, recipe: str, conc: int, rehearsal: bool = False) -> dict:
         return self._render(recipe, conc, rehearsal)[0]
@@ -278,6 +306,10 @@ def selection_file(cluster: str) -> str:
     return f"{PLANS}/selection-{cluster}.json"
 
 
+class NoSearches:
+    recipes: list[str] = []
+
+
 class SubmittedPlans:
     """The nested snakemake of a cluster job: no validation, no rendering, no writing.
 
@@ -287,6 +319,7 @@ class SubmittedPlans:
 
     def __init__(self, root: Path, cluster: str):
         self.root, self.points = Path(root), []
+        self.searches = NoSearches()
         self.cluster_name = cluster
 
     def resources(self, recipe: str, conc: int) -> dict:

@@ -11,6 +11,9 @@ import pandas as pd
 from tabulate import tabulate
 
 from ..files import write_if_changed
+from ..slo import slo_verdicts
+from .capacity import capacity_section, load_capacities
+from .fmt import num
 from .plots import plots
 
 # figure -> (label, higher is better) for the baseline comparison
@@ -30,26 +33,6 @@ DELTA_FIGURES = {
 # Without repeats a run has no confidence interval: a delta smaller than this share of the
 # baseline is called noise (run-to-run spread of one point measured on these machines: 1-3 %).
 NOISE_BAND = 0.03
-
-SLO_FIGURES = {
-    "ttft_p50_s": ("ttft_s", "p50"),
-    "ttft_p90_s": ("ttft_s", "p90"),
-    "ttft_p95_s": ("ttft_s", "p95"),
-    "ttft_p99_s": ("ttft_s", "p99"),
-    "itl_p50_ms": ("itl_ms", "p50"),
-    "itl_p99_ms": ("itl_ms", "p99"),
-    "request_latency_p99_s": ("request_latency_s", "p99"),
-}
-
-
-def slo_verdicts(slo: dict, f: dict) -> dict:
-    """A result's figures against an SLO: the recipe's current one, so an SLO edit needs no rerun."""
-    verdicts = []
-    for key, limit in sorted(slo.items()):
-        group, q = SLO_FIGURES[key]
-        value = f[group][q]
-        verdicts.append({"slo": key, "limit": limit, "value": value, "met": value is not None and value <= limit})
-    return {"verdicts": verdicts, "met": all(v["met"] for v in verdicts) if verdicts else None}
 
 
 def flatten(doc: dict, path: str, slo: dict) -> dict:
@@ -144,13 +127,6 @@ def load_results(paths: list[Path], slos: dict) -> pd.DataFrame:
             doc = json.load(fh)
         rows.append(flatten(doc, str(p), slos.get(doc["identity"]["recipe"]) or {}))
     return pd.DataFrame(rows)
-
-
-def num(x, digits: int = 0) -> str:
-    """Numbers as people write them: '17 078', '0.51'."""
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "–"
-    return f"{x:,.{digits}f}".replace(",", " ")
 
 
 def _sec(x) -> str:
@@ -325,7 +301,9 @@ def _provenance_section(df: pd.DataFrame) -> list[str]:
     return ["", "## Provenance", "", tabulate(prov, headers, tablefmt="github", disable_numparse=True)]
 
 
-def build_summary(results: list[Path], selection: Path, out_md: Path, baseline: Path | None = None) -> None:
+def build_summary(
+    results: list[Path], selection: Path, out_md: Path, baseline: Path | None = None, capacities: list[Path] = ()
+) -> None:
     sel = json.loads(Path(selection).read_text())
     root = Path.cwd()
     md_dir = out_md.parent
@@ -345,6 +323,8 @@ def build_summary(results: list[Path], selection: Path, out_md: Path, baseline: 
         parts.append(tabulate(missing, ["recipe", "conc", "reason", "logs"], tablefmt="github", disable_numparse=True))
     else:
         parts.append("None: every selected point has a result.")
+    base_caps = load_capacities(sorted(Path(baseline).glob("*/capacity.json"))) if baseline else None
+    parts += capacity_section(load_capacities(list(capacities)), base_caps)
     if baseline:
         base_files = sorted(Path(baseline).glob("*/c*.json"))
         base = load_results(base_files, slos) if base_files else pd.DataFrame()

@@ -216,8 +216,14 @@ def waiting_points(stack_dir: Path) -> list[int]:
 def expected_points(plan: Plan) -> int:
     """How many points of this curve the main process expected to run (a hint for an early
     teardown; the idle timeout covers a wrong guess)."""
+    return curve_state(plan)[0]
+
+
+def curve_state(plan: Plan) -> tuple[int, bool]:
+    """(points expected, whether a capacity search of the curve will ask for more probes): the
+    main process learns of each probe only once the previous one has run."""
     doc = read_json(Path.cwd() / curve_file(plan.recipe, plan.rehearsal))
-    return int(doc.get("expected", 0)) or 1
+    return int(doc.get("expected", 0)) or 1, bool(doc.get("searching"))
 
 
 def reset_prefix_caches(plan: Plan, ctx, position: int) -> tuple[bool | None, str]:

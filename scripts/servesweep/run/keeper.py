@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..contract import load_plan
 from ..preflight import PreflightFailed
-from .curve import IDLE_TIMEOUT_S, _alive, _Flock, read_json, waiting_points, write_json
+from .curve import IDLE_TIMEOUT_S, _alive, _Flock, curve_state, read_json, waiting_points, write_json
 from .driver_io import Interrupted, Say, raise_interrupt
 from .ready import PointFailed
 from .slots import PortsBusy
@@ -62,9 +62,10 @@ def _watch(stack: Stack, stack_dir: Path, watch: int, expect: int, state: dict) 
             registry.acquire()
             busy = waiting_points(stack_dir)
             served = int(read_json(stack_dir / "served.json").get("served", 0))
+            expected, searching = curve_state(stack.plan)
             if busy:
                 last_busy = time.monotonic()
-            elif served >= expect:
+            elif served >= max(expect, expected) and not searching:
                 reason = reason or f"all {served} expected point(s) done"
             elif time.monotonic() - last_busy > IDLE_TIMEOUT_S:
                 reason = reason or f"idle for {IDLE_TIMEOUT_S:.0f} s after {served} point(s)"

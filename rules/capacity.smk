@@ -1,0 +1,22 @@
+# Capacity at SLO: the highest concurrency a recipe holds within its SLO, decided from probes
+# that are ordinary points (see capacity_probes in common.smk and servesweep/search.py).
+
+
+rule capacity:
+    input:
+        settings=".plans/capacity/{recipe}.json",  # bounds + SLO: an edit reruns this, not a probe
+        probes=capacity_probes,
+    output:
+        capacity=report(
+            "results/{recipe}/capacity.json",
+            caption="../report/capacity.rst",
+            category="Capacity at SLO",
+            labels={"recipe": "{recipe}"},
+        ),
+    log:
+        "logs/{recipe}/capacity.log",
+    conda:
+        SW_ENV
+    shell:
+        "servesweep capacity --settings {input.settings:q} --out {output.capacity:q}"
+        " {input.probes:q} 2> {log:q}"

@@ -1,0 +1,89 @@
+"""The workflow's side of capacity at SLO: which probes are known (a current result on disk),
+which one runs next, the settings file the capacity rule reads, and a line for the dry run.
+
+A result counts as known only if it was measured with the point's current plan; the SLO is
+the recipe's current one, so an SLO edit re-decides from the results already there.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from ..encode import canonical
+from ..files import write_if_changed
+from ..search import Bounds, Decision, decide, describe, probe_met
+
+SETTINGS_DIR = ".plans/capacity"
+
+
+def settings_file(recipe: str) -> str:
+    return f"{SETTINGS_DIR}/{recipe}.json"
+
+
+def capacity_file(recipe: str) -> str:
+    return f"results/{recipe}/capacity.json"
+
+
+class CapacitySearches:
+    """The capacity searches of a selection (recipes that declare ``capacity``)."""
+
+    def __init__(self, selection):
+        self.sel = selection
+        self.recipes = [r.name for r in selection.selected if "capacity" in r.doc]
+        self._docs: dict[Path, tuple] = {}  # result -> ((mtime_ns, size), its identity and figures)
+        self._said: set[str] = set()
+
+    def bounds(self, recipe: str) -> Bounds:
+        return Bounds.of(self.sel.recipes[recipe].doc["capacity"])
+
+    def write_settings(self) -> None:
+        """What the capacity rule needs of each recipe, rewritten only when it changes: an SLO or
+        bounds edit reruns the capacity rule, never a probe."""
+        for name in self.recipes:
+            r = self.sel.recipes[name]
+            doc = {
+                "recipe": name,
+                "source": r.source,
+                "scenario": r.doc["scenario"]["name"],
+                "cluster": self.sel.cluster.name,
+                "bounds": self.bounds(name).to_json(),
+                "slo": r.doc["slo"],
+            }
+            write_if_changed(self.sel.root / settings_file(name), canonical(doc))
+
+    def known(self, recipe: str) -> dict[int, bool]:
+        """Concurrency -> met the SLO, for every current result inside the bounds."""
+        bounds, slo, out = self.bounds(recipe), self.sel.recipes[recipe].doc["slo"], {}
+        for path in (self.sel.root / "results" / recipe).glob("c*.json"):
+            if not path.stem[1:].isdigit() or int(path.stem[1:]) not in bounds:
+                continue
+            conc = int(path.stem[1:])
+            doc = self._read(path)
+            if doc and doc["identity"].get("plan_fingerprint") == self.sel.fingerprint(recipe, conc):
+                out[conc] = probe_met(doc, slo)
+        return out
+
+    def decision(self, recipe: str) -> tuple[dict[int, bool], Decision]:
+        """(known probes, the search state); the next probe's plan is written, and said once."""
+        met = self.known(recipe)
+        d = decide(self.bounds(recipe), met)
+        if d.next is not None:
+            self.sel.plan_path(recipe, d.next)
+        line = describe(recipe, self.bounds(recipe), met, d)
+        if line not in self._said:
+            self._said.add(line)
+            print(f"servesweep: {line}", file=sys.stderr)
+        return met, d
+
+    def _read(self, path: Path) -> dict | None:
+        try:
+            st = path.stat()
+            stamp = (st.st_mtime_ns, st.st_size)
+            if self._docs.get(path, (None,))[0] != stamp:
+                doc = json.loads(path.read_bytes())
+                self._docs[path] = (stamp, {"identity": doc["identity"], "figures": doc["figures"]})
+            return self._docs[path][1]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
