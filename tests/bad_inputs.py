@@ -138,6 +138,21 @@ CASES = [
     Case("concurrency-duplicate", "concurrency", "duplicate concurrency values: [4]", _set("concurrency", [4, 8, 4])),
     Case("concurrency-empty", "concurrency", "should be non-empty", _set("concurrency", [])),
     Case("concurrency-float", "concurrency[0]", "is not of type 'integer'", _set("concurrency", [4.5])),
+    Case("capacity-max-below-min", "capacity.max", "max 4 is below min 16", _set("capacity", {"min": 16, "max": 4})),
+    Case("capacity-without-slo", "capacity", "needs an slo", _all(_set("capacity", {"min": 2, "max": 8}), _del("slo"))),
+    Case(
+        "capacity-zero-tolerance",
+        "capacity.tolerance",
+        "less than the minimum",
+        _set("capacity", {"min": 2, "max": 8, "tolerance": 0}),
+    ),  # fmt: skip
+    Case("capacity-no-max", "capacity.max", "required key is missing", _set("capacity", {"min": 2})),
+    Case(
+        "capacity-misspelled",
+        "capacity.tolerence",
+        "did you mean 'tolerance'",
+        _set("capacity", {"min": 2, "max": 8, "tolerence": 2}),
+    ),  # fmt: skip
     Case("engine-kind-unknown", "engine.kind", "is not one of", _set("engine.kind", "dynamo.tgi")),
     Case("router-mode-unknown", "frontend.router.mode", "is not one of", _set("frontend.router.mode", "fastest")),
     Case("too-many-gpus", "topology", "needs 2 nodes", _set("topology.aggregated", {"replicas": 3, "tp": 4})),

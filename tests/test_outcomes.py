@@ -34,8 +34,8 @@ def _figures(plan: Plan, outcomes: dict | None):
 
 def test_per_request_export_tells_cancellations_from_errors(tmp_path):
     _records(tmp_path, completed=90, cancelled=5, errored=2)
-    assert bench.request_outcomes(tmp_path) == {"completed": 90, "cancelled": 5, "errored": 2}
-    assert bench.request_outcomes(tmp_path / "missing") is None
+    assert bench.request_outcomes(repeats.request_records(tmp_path)) == {"completed": 90, "cancelled": 5, "errored": 2}
+    assert bench.request_outcomes(repeats.request_records(tmp_path / "missing")) is None
 
 
 @pytest.mark.parametrize(("cancelled", "valid"), [(5, True), (20, False)])
@@ -134,15 +134,17 @@ def test_repeats_merge_runs_and_keep_each_run_and_the_intervals(tmp_path):
     }
     (tmp_path / "aggregate").mkdir()
     (tmp_path / "aggregate" / "profile_export_aiperf_aggregate.json").write_text(json.dumps(agg))
-    export = bench.read_export(tmp_path)
+    runs = repeats.run_exports(tmp_path)
+    export = repeats.merged_export(runs)
     assert export["request_throughput"]["avg"] == 11.0 and export["request_count"]["avg"] == 220  # mean; sum
-    assert bench.request_outcomes(tmp_path) == {"completed": 2, "cancelled": 0, "errored": 0}
-    rep = repeats.figures(tmp_path, gpus=2)
+    assert bench.request_outcomes(repeats.request_records(tmp_path)) == {"completed": 2, "cancelled": 0, "errored": 0}
+    rep = repeats.figures(tmp_path, runs, gpus=2)
     assert rep["n"] == 2 and [r["req_s"] for r in rep["runs"]] == [10.0, 12.0]
     hw = rep["half_width"]
     assert hw["req_s"] == 2.0 and hw["ttft_p95_s"] == 0.1 and hw["total_tps_per_gpu"] == 100.0
     assert hw["output_tps"] is None  # aiperf gave no interval for it here: unknown, not zero
-    assert repeats.figures(tmp_path / "profile_runs" / "run_0001", gpus=2) is None  # one run: no repeats
+    one = tmp_path / "profile_runs" / "run_0001"
+    assert repeats.figures(one, repeats.run_exports(one), gpus=2) is None  # one run: no repeats
 
 
 def test_repeats_set_aiperf_runs_and_the_time_budget():
@@ -171,10 +173,11 @@ def test_theoretical_prefix_hit_replays_the_sent_requests_through_a_perfect_cach
 
     ds = {"kind": "trace", "path": str(trace), "block_size": 64}
     sent((1, "a", 0), (2, "a", 1), (3, "b", 0))  # 0 of 128, 128 of 250, 64 of 128 cached
-    assert prefix.theoretical_hit(ds, tmp_path, {}) == (0 + 128 + 64) / (128 + 250 + 128)
+    assert prefix.theoretical_hit(ds, repeats.request_records(tmp_path), {}) == (0 + 128 + 64) / (128 + 250 + 128)
     sent((1, "b", 0), (2, "a", 1))  # order matters: b's block 1 primes a's first block only
-    assert prefix.theoretical_hit(ds, tmp_path, {}) == 64 / (128 + 250)
+    assert prefix.theoretical_hit(ds, repeats.request_records(tmp_path), {}) == 64 / (128 + 250)
     why: dict = {}
     sent((1, "c", 0))
-    assert prefix.theoretical_hit(ds, tmp_path, why) is None and "not in the trace" in why["theoretical_prefix_hit"]
-    assert prefix.theoretical_hit({"kind": "synthetic"}, tmp_path, why) is None
+    assert prefix.theoretical_hit(ds, repeats.request_records(tmp_path), why) is None
+    assert "not in the trace" in why["theoretical_prefix_hit"]
+    assert prefix.theoretical_hit({"kind": "synthetic"}, [], why) is None

@@ -259,18 +259,32 @@ def _dynamo_vllm(e: EngineInput, ports: dict, env: dict) -> tuple[list[str], boo
     return argv + e.user_args, False
 
 
+def sglang_parallel_flags(role) -> list[str]:
+    flags = ["--tp-size", str(role.tp), "--dp-size", str(role.dp)]
+    return flags + (["--ep-size", str(role.tp * role.dp)] if role.ep else [])
+
+
+def multi_node_flags(e: EngineInput, ports: dict, rendezvous: str) -> list[str]:
+    """A worker spanning nodes, one process per node: the leader owns the rendezvous port, every
+    node names its rank and the leader's address, as SGLang (``--dist-init-addr host:port``) or
+    vLLM (``--master-addr``/``--master-port``) take it."""
+    s = e.slot
+    if s.parts <= 1:
+        return []
+    if s.leader:
+        ports["dist_init"] = e.alloc.take()
+    addr, port = f"{{addr:{e.shared.leader}}}", f"{{port:{e.shared.leader}.dist_init}}"
+    flags = ["--nnodes", str(s.parts), "--node-rank", str(s.part)]
+    if rendezvous == "vllm":
+        return flags + ["--master-addr", addr, "--master-port", port]
+    return flags + ["--dist-init-addr", f"{addr}:{port}"]
+
+
 def _dynamo_sglang(e: EngineInput, ports: dict, env: dict) -> tuple[list[str], bool]:
     model, s, role = e.doc["model"], e.slot, e.slot.worker.role
     argv = [e.python, "-m", "dynamo.sglang", "--model-path", model["path"], "--served-model-name", model["name"]]
-    argv += e.planes.flags() + ["--tp-size", str(role.tp), "--dp-size", str(role.dp)]
-    if role.ep:
-        argv += ["--ep-size", str(role.tp * role.dp)]
-    if s.parts > 1:  # SGLang multi-node: node 0 serves, the others follow it
-        if s.leader:
-            ports["dist_init"] = e.alloc.take()
-        leader = e.shared.leader
-        argv += ["--nnodes", str(s.parts), "--node-rank", str(s.part)]
-        argv += ["--dist-init-addr", f"{{addr:{leader}}}:{{port:{leader}.dist_init}}"]
+    argv += e.planes.flags() + sglang_parallel_flags(role)
+    argv += multi_node_flags(e, ports, "sglang")  # node 0 serves, the others follow it
     if e.disagg:
         argv += ["--disaggregation-mode", role.name]
         ports["bootstrap"] = e.alloc.take()

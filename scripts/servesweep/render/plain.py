@@ -6,7 +6,15 @@ node runs one process per node, rank 0 serving and the others headless.
 
 from __future__ import annotations
 
-from .engines import EngineInput, ProcessSpec, http_urls, parallel_flags, vllm_cpu_env
+from .engines import (
+    EngineInput,
+    ProcessSpec,
+    http_urls,
+    multi_node_flags,
+    parallel_flags,
+    sglang_parallel_flags,
+    vllm_cpu_env,
+)
 
 
 def plain_process(e: EngineInput) -> ProcessSpec:
@@ -19,14 +27,10 @@ def _vllm(e: EngineInput) -> ProcessSpec:
     argv += ["--served-model-name", model["name"], "--host", "{addr:self}", "--port", "{port:self.http}"]
     argv += parallel_flags(role.tp, role.pp, role.dp)
     ports = {"http": e.alloc.take()}
-    if s.parts > 1:  # vLLM's multiprocessing multi-node: rank 0 serves, the other nodes are headless
-        if s.leader:
-            ports["dist_init"] = e.alloc.take()
-        leader = e.shared.leader
-        argv += ["--nnodes", str(s.parts), "--node-rank", str(s.part)]
-        argv += ["--master-addr", f"{{addr:{leader}}}", "--master-port", f"{{port:{leader}.dist_init}}"]
-        if not s.leader:
-            argv.append("--headless")
+    argv += multi_node_flags(e, ports, "vllm")  # vLLM's multiprocessing multi-node: rank 0 serves
+    headless = s.parts > 1 and not s.leader
+    if headless:
+        argv.append("--headless")
     env = {
         "CUDA_VISIBLE_DEVICES": ",".join(map(str, s.gpus)),
         "VLLM_SERVER_DEV_MODE": "1",  # POST /reset_prefix_cache between the points of a warm stack
@@ -34,7 +38,6 @@ def _vllm(e: EngineInput) -> ProcessSpec:
         "XDG_CACHE_HOME": "{run_dir}/cache",
     }
     env.update(vllm_cpu_env(e))
-    headless = s.parts > 1 and not s.leader
     return _spec(ports, argv + e.user_args, env, headless)
 
 
@@ -42,16 +45,9 @@ def _sglang(e: EngineInput) -> ProcessSpec:
     model, s, role = e.doc["model"], e.slot, e.slot.worker.role
     argv = [e.python, "-m", "sglang.launch_server", "--model-path", model["path"]]
     argv += ["--served-model-name", model["name"], "--host", "{addr:self}", "--port", "{port:self.http}"]
-    argv += ["--tp-size", str(role.tp), "--dp-size", str(role.dp), "--enable-metrics"]
-    if role.ep:
-        argv += ["--ep-size", str(role.tp * role.dp)]
+    argv += sglang_parallel_flags(role) + ["--enable-metrics"]
     ports = {"http": e.alloc.take()}
-    if s.parts > 1:
-        if s.leader:
-            ports["dist_init"] = e.alloc.take()
-        leader = e.shared.leader
-        argv += ["--nnodes", str(s.parts), "--node-rank", str(s.part)]
-        argv += ["--dist-init-addr", f"{{addr:{leader}}}:{{port:{leader}.dist_init}}"]
+    argv += multi_node_flags(e, ports, "sglang")
     env = {"CUDA_VISIBLE_DEVICES": ",".join(map(str, s.gpus)), "XDG_CACHE_HOME": "{run_dir}/cache"}
     return _spec(ports, argv + e.user_args, env, s.parts > 1 and not s.leader)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from .recipe import Recipe, load_recipes
 from .topology import PlacementError
 
 PLANS = ".plans"
+POINT_TARGET = re.compile(r"results/[^/]+/c[0-9]+\.json")
 YAML_CACHE = ".snakemake/servesweep/recipes-parsed.json"
 
 
@@ -77,7 +79,8 @@ class Selection:
         self.selected = [r for r in recipes if cluster in r.clusters and (not only or r.name in only)]
         self.points = [Point(r.name, c) for r in self.selected for c in r.concurrency]
         self.searches = CapacitySearches(self)
-        self._searching: dict[str, bool] = {}  # recipe -> its capacity search wants more probes
+        self._next_probe: dict[str, int | None] = {}  # recipe -> its capacity search's next probe
+        self._searching: dict[str, bool] = {}  # recipe -> the search, part of this run, wants more probes
 
     @staticmethod
     def plan_file(recipe: str, conc: int, rehearsal: bool = False) -> str:
@@ -98,7 +101,7 @@ class Selection:
         if not rehearsal:  # the plans of the probes known so far and of the next one of each search
             self.searches.write_settings()
             for recipe in self.searches.recipes:
-                self.capacity(recipe)
+                self.capacity(recipe, asked=False)
         self._layouts.clear()
 
     def plan_path(self, recipe: str, conc: int, rehearsal: bool = False) -> str:
@@ -123,11 +126,13 @@ class Selection:
         self.plan_path(recipe, conc)
         return self._fingerprints[(recipe, conc, False)]
 
-    def capacity(self, recipe: str):
-        """(known probes, decision) of the recipe's capacity search; the stack keeper of its curve is
-        told whether more probes will come, so it stays warm between them."""
+    def capacity(self, recipe: str, asked: bool = True):
+        """(known probes, decision) of the recipe's capacity search. ``asked``: the search is part of
+        this run, so the stack keeper of its curve is told whether more probes will come (it then
+        stays warm between them)."""
         known, decision = self.searches.decision(recipe)
-        if self._searching.get(recipe) != (not decision.done):
+        self._next_probe[recipe] = decision.next
+        if asked and self._searching.get(recipe) != (not decision.done):
             self._searching[recipe] = not decision.done
             self._write_curve(recipe, False)
         return known, decision
@@ -173,22 +178,26 @@ class Selection:
 
     def curve_points(self, recipe: str) -> list[int]:
         """The recipe's points this run will execute: those requested (by name, or all through an
-        aggregate target) that are stale, or all requested ones when forced."""
-        points = sorted(self.recipes[recipe].concurrency)
+        aggregate target) that are stale, or all requested ones when forced; with the next probe of
+        its capacity search when that is requested too (the probe then shares the curve's job)."""
         targets, forced = self.scope()
-        named = {t for t in targets if t.startswith("results/") and t.endswith(".json")}
-        if targets and named == set(targets):  # only result files asked for by name
-            points = [c for c in points if f"results/{recipe}/c{c}.json" in named]
+        sweep, probe = self.recipes[recipe].concurrency, self._next_probe.get(recipe)
+        if targets and all(POINT_TARGET.fullmatch(t) or t.endswith("/capacity.json") for t in targets):
+            points = [c for c in sweep if f"results/{recipe}/c{c}.json" in targets]
+            points += [probe] if probe is not None and capacity_file(recipe) in targets else []
+        else:
+            points = sweep + ([probe] if probe is not None else [])
+        points = sorted(set(points))
         if forced:
             return points
-        stale = set(self.stale_guess(recipe))
+        stale = set(self.stale_guess(recipe, points))
         return [c for c in points if c in stale]
 
-    def stale_guess(self, recipe: str) -> list[int]:
-        """The recipe's points whose result is missing or from another plan (what snakemake will
+    def stale_guess(self, recipe: str, points: list[int]) -> list[int]:
+        """Of ``points``, those whose result is missing or from another plan (what snakemake will
         run unless told otherwise), in ascending concurrency."""
         out = []
-        for c in sorted(self.recipes[recipe].concurrency):
+        for c in sorted(points):
             path = self.root / f"results/{recipe}/c{c}.json"
             if (recipe, c, False) not in self._fingerprints:
                 continue

@@ -326,7 +326,7 @@ def build_summary(
     base_caps = load_capacities(sorted(Path(baseline).glob("*/capacity.json"))) if baseline else None
     parts += capacity_section(load_capacities(list(capacities)), base_caps)
     if baseline:
-        base_files = sorted(Path(baseline).glob("*/c*.json"))
+        base_files = sorted(p for p in Path(baseline).glob("*/c*.json") if p.stem[1:].isdigit())
         base = load_results(base_files, slos) if base_files else pd.DataFrame()
         parts += ["", f"## Against baseline `{baseline}`", ""]
         parts.append(baseline_table(df, base) if len(base) and len(df) else "_Baseline has no results._")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ..contract import REPEAT_COOLDOWN_S, Plan
@@ -69,26 +68,14 @@ def aiperf_env(plan: Plan, run_dir: Path, tmp: Path, base: dict) -> dict:
     return env
 
 
-def read_export(artifact_dir: Path) -> dict:
-    """aiperf's export of the point (with repeats: every run's merged, see ``repeats``)."""
-    return repeats.merged_export(artifact_dir)
-
-
-def request_outcomes(artifact_dir: Path) -> dict | None:
-    """The profiling phase's requests by outcome, from aiperf's per-request export: cancelled at the
-    grace boundary (``metadata.was_cancelled``), errored (an ``error`` record), completed."""
-    counts = {"completed": 0, "cancelled": 0, "errored": 0}
-    try:
-        lines = [
-            ln for d in repeats.run_dirs(artifact_dir) for ln in (d / "profile_export.jsonl").read_text().splitlines()
-        ]
-    except OSError:
+def request_outcomes(records: list[dict] | None) -> dict | None:
+    """The profiling phase's requests by outcome, from aiperf's per-request export
+    (``repeats.request_records``): cancelled at the grace boundary (``metadata.was_cancelled``),
+    errored (an ``error`` record), completed."""
+    if records is None:
         return None
-    for line in lines:
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
+    counts = {"completed": 0, "cancelled": 0, "errored": 0}
+    for rec in records:
         meta = rec.get("metadata") or {}
         if meta.get("benchmark_phase", "profiling") != "profiling":
             continue

@@ -137,6 +137,7 @@ class Measurement:
     artifacts: Path
     caches: tuple  # (reset: bool | None, why)
     engine_urls: dict  # metrics URL aiperf scraped -> the serving process behind it
+    run_exports: list  # aiperf's export of each run (one without repeats)
 
 
 def _scrape_all(plan: Plan, ctx) -> tuple[dict, dict, dict]:
@@ -184,17 +185,19 @@ def _measure(plan: Plan, stack, run_dir: Path, say, cleanup: list) -> Measuremen
     workers_after, fe_after, smp_after = _scrape_all(plan, ctx)
     scrapes = result.Scrapes(workers_before, workers_after, fe_before, fe_after, smp_before, smp_after)
     rc = aiperf.poll()
-    export = bench.read_export(art)
-    return Measurement(export, scrapes, rc, aiperf.log_tail(8), t_bench, t_end, art, caches, engine_urls)
+    runs = repeats.run_exports(art)
+    export = repeats.merged_export(runs)
+    return Measurement(export, scrapes, rc, aiperf.log_tail(8), t_bench, t_end, art, caches, engine_urls, runs)
 
 
 def _conclude(plan: Plan, stack, m: Measurement, result_path: Path, run_dir: Path, started_at, say) -> None:
     """Gate the run, then write its result; a measured result is never lost."""
-    figs, why = result.figures(plan, m.export, m.scrapes, bench.request_outcomes(m.artifacts))
+    records = repeats.request_records(m.artifacts)
+    figs, why = result.figures(plan, m.export, m.scrapes, bench.request_outcomes(records))
     batch = server_export.batch_figures(plan, server_export.read(m.artifacts), m.engine_urls, why)
     figs["batch_by_role"], figs["preemptions"] = batch
-    figs["repeats"] = repeats.figures(m.artifacts, plan.gpus_total)
-    figs["theoretical_prefix_hit"] = prefix.theoretical_hit(plan.benchmark.dataset, m.artifacts, why)
+    figs["repeats"] = repeats.figures(m.artifacts, m.run_exports, plan.gpus_total)
+    figs["theoretical_prefix_hit"] = prefix.theoretical_hit(plan.benchmark.dataset, records, why)
     reasons = result.gate(plan, m.export, figs, m.aiperf_rc)
     if reasons:
         tail = m.aiperf_tail if m.aiperf_rc or not m.export else ""

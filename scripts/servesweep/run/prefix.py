@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .repeats import run_dirs
-
 AIPERF_BLOCK = 512  # aiperf's default --isl-block-size for mooncake traces
 
 
@@ -23,26 +21,29 @@ def _sessions(trace: Path) -> dict[str, list[dict]]:
     return rows
 
 
-def _sent(artifact_dir: Path) -> list[tuple[int, str, int]]:
+def _sent(records: list[dict]) -> list[tuple[int, str, int]]:
     """(start ns, session, turn) of every request aiperf sent, warm-up included (it warms the cache)."""
     out = []
-    for d in run_dirs(artifact_dir):
-        for line in (d / "profile_export.jsonl").read_text().splitlines():
-            try:
-                m = json.loads(line)["metadata"]
-                out.append((m.get("request_start_ns") or 0, str(m["conversation_id"]), int(m.get("turn_index") or 0)))
-            except (ValueError, KeyError, TypeError):
-                continue
+    for rec in records:
+        try:
+            m = rec["metadata"]
+            out.append((m.get("request_start_ns") or 0, str(m["conversation_id"]), int(m.get("turn_index") or 0)))
+        except (ValueError, KeyError, TypeError):
+            continue
     return sorted(out)
 
 
-def theoretical_hit(dataset: dict, artifact_dir: Path, why: dict) -> float | None:
+def theoretical_hit(dataset: dict, records: list[dict] | None, why: dict) -> float | None:
+    """``records``: aiperf's per-request export (``repeats.request_records``)."""
     if dataset.get("kind") != "trace":
         why["theoretical_prefix_hit"] = "synthetic dataset: no hash_ids to reuse"
         return None
+    if records is None:
+        why["theoretical_prefix_hit"] = "aiperf wrote no per-request export"
+        return None
     block = int(dataset.get("block_size") or AIPERF_BLOCK)
     try:
-        sessions, sent = _sessions(Path(dataset["path"])), _sent(artifact_dir)
+        sessions, sent = _sessions(Path(dataset["path"])), _sent(records)
     except (OSError, ValueError) as e:
         why["theoretical_prefix_hit"] = f"trace or per-request export unreadable: {e}"
         return None

@@ -35,10 +35,29 @@ def _read(path: Path) -> dict:
         return {"_unreadable": str(e)}
 
 
-def merged_export(artifact_dir: Path) -> dict:
+def run_exports(artifact_dir: Path) -> list[dict]:
+    """aiperf's export of each run, read once per point."""
+    return [_read(d / "profile_export_aiperf.json") for d in run_dirs(artifact_dir)]
+
+
+def request_records(artifact_dir: Path) -> list[dict] | None:
+    """Every record of aiperf's per-request export over all runs, parsed once per point (None: no export)."""
+    records = []
+    try:
+        for d in run_dirs(artifact_dir):
+            for line in (d / "profile_export.jsonl").read_text().splitlines():
+                try:
+                    records.append(json.loads(line))
+                except ValueError:
+                    continue
+    except OSError:
+        return None
+    return records
+
+
+def merged_export(exports: list[dict]) -> dict:
     """One export for the point: the single run's, or every run's statistics averaged and their
     request and token counts summed (the server counters span all runs too)."""
-    exports = [_read(d / "profile_export_aiperf.json") for d in run_dirs(artifact_dir)]
     if len(exports) == 1 or any(not e or "_unreadable" in e for e in exports):
         return exports[0] if len(exports) == 1 else next(e for e in exports if not e or "_unreadable" in e)
     merged = dict(exports[0])
@@ -53,10 +72,10 @@ def merged_export(artifact_dir: Path) -> dict:
     return merged
 
 
-def figures(artifact_dir: Path, gpus: int) -> dict | None:
-    """The result's ``repeats``: each run's headline figures and half of each confidence interval."""
-    runs = run_dirs(artifact_dir)
-    if len(runs) < 2:
+def figures(artifact_dir: Path, exports: list[dict], gpus: int) -> dict | None:
+    """The result's ``repeats``: each run's headline figures (``exports``: ``run_exports``) and half
+    of each confidence interval."""
+    if len(exports) < 2:
         return None
     agg = _read(artifact_dir / "aggregate" / "profile_export_aiperf_aggregate.json")
     metrics, meta = agg.get("metrics") or {}, agg.get("metadata") or {}
@@ -67,12 +86,9 @@ def figures(artifact_dir: Path, gpus: int) -> dict | None:
         half[fig] = (m["ci_high"] - m["ci_low"]) / 2 * scale if ok else None
     for fig, base in (("tps_per_gpu", "output_tps"), ("total_tps_per_gpu", "total_tps")):
         half[fig] = half[base] / gpus if half[base] is not None and gpus else None
-    per_run = []
-    for d in runs:
-        e = _read(d / "profile_export_aiperf.json")
-        per_run.append({fig: _stat(e, metric, stat, scale) for fig, (metric, stat, scale) in HEADLINE.items()})
+    per_run = [{fig: _stat(e, metric, stat, scale) for fig, (metric, stat, scale) in HEADLINE.items()} for e in exports]
     level = meta.get("confidence_level", CONFIDENCE)
-    return {"n": len(runs), "confidence_level": level, "runs": per_run, "half_width": half}
+    return {"n": len(exports), "confidence_level": level, "runs": per_run, "half_width": half}
 
 
 def _stat(export: dict, metric: str, stat: str, scale: float):

@@ -1,0 +1,186 @@
+"""Capacity at SLO without a stack: the search, capacity.json and the summary's capacity tables."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from servesweep.errors import InputError
+from servesweep.report.capacity import capacity_deltas, capacity_doc, capacity_section
+from servesweep.report.summary import build_summary
+from servesweep.search import Bounds, decide, probes_left_at_most
+from servesweep.tools.samples import result_doc
+
+from helpers import copy_workflow, snakemake
+
+SLO = {"ttft_p95_s": 0.5}
+
+
+def search(bounds: Bounds, capacity: int, known: dict[int, bool] | None = None) -> tuple[list[int], object]:
+    """Run the search against a stack that meets the SLO up to ``capacity``: (probes run, decision)."""
+    met, run = dict(known or {}), []
+    while not (d := decide(bounds, met)).done:
+        assert d.next not in met, f"probe c{d.next} asked for twice"
+        run.append(d.next)
+        met[d.next] = d.next <= capacity
+    return run, d
+
+
+@pytest.mark.parametrize("bounds", [Bounds(2, 64, 2), Bounds(1, 100, 1), Bounds(8, 512, 16), Bounds(4, 4, 1)])
+def test_search_lands_within_tolerance_of_any_capacity_and_its_worst_case_is_an_upper_bound(bounds):
+    worst = probes_left_at_most(bounds, decide(bounds, {}))
+    for capacity in range(0, bounds.high + 3):
+        run, d = search(bounds, capacity)
+        assert len(run) <= worst, (capacity, run)
+        if capacity < bounds.low:
+            assert (d.held, d.missed, d.outcome) == (None, bounds.low, "misses the SLO at min")
+        elif capacity >= bounds.high:
+            assert (d.held, d.missed, d.outcome) == (bounds.high, None, "meets the SLO at max")
+        else:
+            assert d.held <= capacity < d.missed and d.missed - d.held <= bounds.tolerance, (capacity, d)
+
+
+def test_search_is_exponential_then_bisects():
+    run, d = search(Bounds(2, 64, 1), capacity=13)
+    assert run == [2, 4, 8, 16, 12, 14, 13]
+    assert (d.held, d.missed) == (13, 14)
+
+
+def test_known_results_anywhere_in_the_bounds_narrow_the_search():
+    """Sweep points and earlier probes count wherever they lie; outside the bounds they do not."""
+    known = {3: True, 24: False, 500: True}
+    run, d = search(Bounds(2, 64, 1), capacity=13, known=known)
+    assert run == [13, 18, 15, 14]  # straight to bisection: 24 is known to miss
+    assert (d.held, d.missed) == (13, 14)
+
+
+def test_a_tighter_slo_reuses_every_probe_and_runs_only_new_ones_below_the_old_boundary():
+    bounds = Bounds(2, 64, 1)
+    first, d1 = search(bounds, capacity=13)
+    # the same probes judged against a tighter SLO: now only c5 and below hold
+    rejudged = {c: c <= 5 for c in first}
+    second, d2 = search(bounds, capacity=5, known=rejudged)
+    assert second and all(c < d1.held for c in second) and not set(second) & set(first)
+    assert (d2.held, d2.missed) == (5, 6)
+
+
+def test_a_pass_above_the_first_miss_is_noise_not_capacity():
+    d = decide(Bounds(2, 64, 1), {2: True, 4: True, 8: False, 16: True, 5: True, 6: True, 7: True})
+    assert (d.held, d.missed, d.next, d.ignored) == (7, 8, None, (16,))
+
+
+def _write(tmp_path: Path, recipe: str, conc: int, ttft: float, tps: float = 1000.0) -> str:
+    p = tmp_path / "results" / recipe / f"c{conc}.json"
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(result_doc(recipe, conc, ttft, tps)))
+    return str(p)
+
+
+def _settings(recipe: str = "fast", slo: dict = SLO, tolerance: int = 2) -> dict:
+    return {
+        "recipe": recipe,
+        "source": f"recipes/{recipe}.yaml",
+        "scenario": "chat",
+        "cluster": "local",
+        "bounds": {"min": 2, "max": 64, "tolerance": tolerance},
+        "slo": slo,
+    }
+
+
+def test_capacity_doc_names_capacity_lowest_miss_and_the_probes(tmp_path):
+    probes = [_write(tmp_path, "fast", c, ttft) for c, ttft in ((2, 0.1), (4, 0.2), (8, 0.45), (16, 0.9), (12, 0.6))]
+    probes.append(_write(tmp_path, "fast", 10, 0.55))
+    doc = capacity_doc(_settings(), probes)
+    assert (doc["capacity"], doc["lowest_miss"], doc["outcome"]) == (8, 10, "within tolerance")
+    assert [p["concurrency"] for p in doc["probes"]] == [2, 4, 8, 10, 12, 16]
+    assert [p["met"] for p in doc["probes"]] == [True, True, True, False, False, False]
+    assert doc["probes"][3]["verdicts"] == [{"slo": "ttft_p95_s", "limit": 0.5, "value": 0.55, "met": False}]
+    assert doc["at_capacity"]["total_tps_per_gpu"] == 1000.0 * 10 / 2
+
+
+def test_an_undecided_search_or_a_foreign_result_writes_nothing(tmp_path):
+    probes = [_write(tmp_path, "fast", c, 0.1) for c in (2, 4)]
+    with pytest.raises(InputError, match="undecided: probe c8 has no result"):
+        capacity_doc(_settings(), probes)
+    with pytest.raises(InputError, match="not a result of fast"):
+        capacity_doc(_settings(), probes + [_write(tmp_path, "slow", 8, 0.9)])
+
+
+def _cap(recipe: str, capacity: int | None, tps: float, slo: dict = SLO, tolerance: int = 2) -> dict:
+    return {
+        "recipe": recipe,
+        "scenario": "chat",
+        "slo": slo,
+        "bounds": {"min": 2, "max": 64, "tolerance": tolerance},
+        "capacity": capacity,
+        "lowest_miss": None if capacity is None else capacity + tolerance,
+        "outcome": "within tolerance",
+        "at_capacity": {"total_tps_per_gpu": tps, "req_s": 3.0},
+        "probes": [{"concurrency": 2}, {"concurrency": capacity or 2}],
+    }
+
+
+def test_capacity_deltas_judge_moves_against_tolerance_and_refuse_a_changed_slo():
+    new = [_cap("a", 12, 1100.0), _cap("b", 30, 900.0), _cap("c", 8, 500.0, slo={"ttft_p95_s": 0.2}), _cap("d", 8, 1)]
+    base = [_cap("a", 11, 1000.0), _cap("b", 20, 1000.0), _cap("c", 16, 700.0)]
+    rows = {r[0]: r for r in capacity_deltas(new, base)}
+    assert set(rows) == {"a", "b", "c"}
+    assert rows["a"][3] == "+1 (+9%) ≈ within tolerance" and rows["a"][4] == "+10.0%"
+    assert rows["b"][3] == "+10 (+50%) ▲ better" and rows["b"][4] == "-10.0%"
+    assert rows["c"][3] == "SLO changed: not compared"
+    text = "\n".join(capacity_section(new, base))
+    assert "## Capacity at SLO" in text and "### Capacity against the baseline" in text
+    assert "| c30 " in text and "ttft_p95_s ≤ 0.5" in text
+
+
+def test_summary_has_the_capacity_table_and_its_baseline_deltas(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    point = _write(tmp_path, "fast", 4, 0.2)
+    cap = tmp_path / "results/fast/capacity.json"
+    cap.write_text(json.dumps(_cap("fast", 24, 2000.0)))
+    base = tmp_path / "base/fast/capacity.json"
+    base.parent.mkdir(parents=True)
+    base.write_text(json.dumps(_cap("fast", 16, 1500.0)))
+    sel = tmp_path / "selection.json"
+    points = [{"recipe": "fast", "concurrency": 4, "result": point, "scenario": "chat", "log_dir": "logs/fast/c4"}]
+    sel.write_text(json.dumps({"cluster": "local", "points": points, "slo": {"fast": SLO}}))
+    out = tmp_path / "results/summary.md"
+    build_summary([Path(point)], sel, out, baseline=tmp_path / "base", capacities=[cap])
+    md = out.read_text()
+    assert "## Capacity at SLO" in md and "| c24 " in md and "2 000" in md
+    assert "+8 (+50%) ▲ better" in md and "+33.3%" in md
+
+
+PROD = "gemma4-livekit-2tp4-dyn-vllm-prod"
+
+
+def _jobs(out: str) -> dict[str, dict[str, str]]:
+    """Dry-run jobs of the production recipe: concurrency -> resources."""
+    jobs = {}
+    for m in re.finditer(rf"wildcards: recipe={PROD}, conc=(\d+)\n(?:[^\n]*\n)*?\s+resources: ([^\n]+)", out):
+        jobs[m.group(1)] = dict(kv.split("=", 1) for kv in m.group(2).split(", "))
+    return jobs
+
+
+def test_slurm_dry_run_puts_the_first_probe_in_the_curves_job_and_sizes_it_once(tmp_path):
+    """The production recipe's first probe (c32) runs in one Slurm job with the stale sweep points:
+    one member asks for the node and the whole curve's time, the others for nothing more."""
+    wf = copy_workflow(tmp_path / "wf", [PROD])
+    r = snakemake(wf, "-n", "results/summary.md", "--config", "cluster=hcm-hgx02")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (
+        "capacity of gemma4-livekit-2tp4-dyn-vllm-prod (c32..c256, tolerance 8): known none; next probe c32" in r.stderr
+    )
+    jobs = _jobs(r.stdout)
+    assert set(jobs) == {"32", "96", "150"}, jobs
+    assert [jobs[c]["nodes"] for c in ("32", "96", "150")] == ["1", "0", "0"]
+    plan = json.loads((wf / f".plans/{PROD}/c32.json").read_text())["resources"]
+    assert int(jobs["32"]["runtime"]) >= (plan["startup_s"] + 3 * plan["point_s"]) / 60
+    # asked for by name, the capacity runs its probe in a job of its own
+    r = snakemake(wf, "-n", f"results/{PROD}/capacity.json", "--config", "cluster=hcm-hgx02")
+    assert r.returncode == 0, r.stderr[-3000:]
+    jobs = _jobs(r.stdout)
+    assert set(jobs) == {"32"} and jobs["32"]["nodes"] == "1", jobs

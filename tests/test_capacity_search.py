@@ -1,0 +1,122 @@
+"""Capacity at SLO on the real local stack: a mocker recipe whose SLO is crossed inside its bounds.
+
+Two mocker replicas with 4 sequence slots each: past 8 concurrent sessions requests queue and
+TTFT jumps, so the SLO boundary lies inside the bounds. Nothing here assumes where exactly: each
+assertion is checked against the probes' own measured figures.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from helpers import ROOT, copy_workflow, no_processes_left, snakemake, write_recipe
+
+pytestmark = pytest.mark.integration
+BASE = yaml.safe_load((ROOT / "recipes" / "local-agg-2x-mocker.yaml").read_text())
+NAME = "cap"
+TARGET = f"results/{NAME}/capacity.json"
+BOUNDS = {"min": 2, "max": 32, "tolerance": 1}
+
+
+def _recipe(wf: Path, slo: float) -> None:
+    def mutate(doc):
+        doc["engine"]["args"] += ["--max-num-seqs", "4"]
+        doc["capacity"] = BOUNDS
+        doc["slo"] = {"ttft_p95_s": slo}
+
+    write_recipe(wf, BASE, NAME, conc=(4,), duration=8, mutate=mutate)
+
+
+@pytest.fixture
+def cwf(tmp_path):
+    wf = copy_workflow(tmp_path / "wf", recipes=[])
+    _recipe(wf, 0.25)
+    return wf
+
+
+def ran(r: subprocess.CompletedProcess) -> list[str]:
+    return re.findall(r"output: (results/[^,\s]+\.json)", r.stdout + r.stderr)
+
+
+def probes(wf: Path) -> dict[int, dict]:
+    """Every point result of the recipe: concurrency -> (TTFT p95, stack id, end time)."""
+    out = {}
+    for f in (wf / f"results/{NAME}").glob("c*.json"):
+        if f.stem[1:].isdigit():
+            doc = json.loads(f.read_text())
+            ident = doc["identity"]
+            out[int(f.stem[1:])] = {"p95": doc["figures"]["ttft_s"]["p95"], "stack": ident["stack"]["id"]}
+            out[int(f.stem[1:])]["end"] = ident["end_time"]
+    return out
+
+
+def check_capacity(wf: Path, slo: float) -> dict:
+    """capacity.json agrees with the measured probes: held meets, lowest miss misses, within tolerance."""
+    cap = json.loads((wf / TARGET).read_text())
+    seen = probes(wf)
+    assert [p["concurrency"] for p in cap["probes"]] == sorted(c for c in seen if BOUNDS["min"] <= c <= BOUNDS["max"])
+    held, missed = cap["capacity"], cap["lowest_miss"]
+    assert held is not None and missed is not None, f"the SLO was not crossed inside the bounds: {cap}"
+    assert seen[held]["p95"] <= slo < seen[missed]["p95"] and held < missed
+    assert missed - held <= BOUNDS["tolerance"] and cap["outcome"] == "within tolerance"
+    assert all(seen[c]["p95"] <= slo for c in seen if c < missed), "every probe below the lowest miss meets"
+    assert cap["at_capacity"]["total_tps_per_gpu"] > 0
+    return cap
+
+
+def _tighter_slo(seen: dict[int, dict], held: int) -> tuple[float, int]:
+    """An SLO under which a known probe below the old capacity misses and the one before it holds,
+    with an unprobed gap between them: (SLO, the probe the search must run next)."""
+    below = sorted(c for c in seen if c <= held)
+    for a, b in zip(below, below[1:], strict=False):
+        top = max(seen[c]["p95"] for c in below if c <= a)
+        if b - a > BOUNDS["tolerance"] and top < seen[b]["p95"]:
+            return (top + seen[b]["p95"]) / 2, (a + b) // 2
+    pytest.fail(f"no probe pair below c{held} with rising TTFT p95 to tighten the SLO between: {seen}")
+
+
+def test_capacity_search_caches_probes_and_reuses_them_when_the_slo_tightens(cwf):
+    # 1. the dry run names the first probe and runs nothing
+    r = snakemake(cwf, "-n", TARGET)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    assert "known none; next probe c2" in r.stderr and "wildcards: recipe=cap, conc=2" in r.stdout + r.stderr
+    assert not (cwf / "results").exists()
+
+    # 2. the summary needs the sweep point c4 and the capacity: c4 doubles as a probe, run once
+    with no_processes_left(cwf):
+        r = snakemake(cwf, "results/summary.md", timeout=900)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    outputs = ran(r)
+    assert outputs.count(f"results/{NAME}/c4.json") == 1 and TARGET in outputs
+    first = probes(cwf)
+    assert len({p["stack"] for p in first.values()}) == 1, "probes of one search share one warm stack"
+    cap = check_capacity(cwf, 0.25)
+    md = (cwf / "results/summary.md").read_text()
+    assert "## Capacity at SLO" in md and f"| c{cap['capacity']} " in md
+
+    # 3. a second run runs nothing
+    r = snakemake(cwf, TARGET, "results/summary.md")
+    assert r.returncode == 0 and ran(r) == [], (r.stdout + r.stderr)[-3000:]
+
+    # 4. a tighter SLO: the dry run names the new probe; the run adds probes below the old capacity only
+    slo, expected_next = _tighter_slo(first, cap["capacity"])
+    _recipe(cwf, slo)
+    r = snakemake(cwf, "-n", TARGET)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    assert f"next probe c{expected_next}," in r.stderr, r.stderr[-2000:]
+    assert re.findall(r"wildcards: recipe=cap, conc=(\d+)", r.stdout + r.stderr) == [str(expected_next)]
+    with no_processes_left(cwf):
+        r = snakemake(cwf, TARGET, timeout=900)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    new = [int(m) for m in re.findall(rf"output: results/{NAME}/c(\d+)\.json", r.stdout + r.stderr)]
+    assert new and new[0] == expected_next and all(c < cap["capacity"] for c in new), (new, cap["capacity"])
+    after = probes(cwf)
+    assert all(after[c] == first[c] for c in first), "no earlier probe was rerun"
+    tight = check_capacity(cwf, slo)
+    assert tight["capacity"] < cap["capacity"] and tight["slo"] == {"ttft_p95_s": slo}
