@@ -18,25 +18,20 @@ import yaml
 from helpers import ROOT, copy_workflow, no_processes_left, snakemake, write_recipe
 
 pytestmark = pytest.mark.integration
-BASE = yaml.safe_load((ROOT / "recipes" / "local-agg-2x-mocker.yaml").read_text())
-NAME = "cap"
+NAME = "local-agg-2x-mocker-capacity"
+BASE = yaml.safe_load((ROOT / "recipes" / f"{NAME}.yaml").read_text())
 TARGET = f"results/{NAME}/capacity.json"
-BOUNDS = {"min": 2, "max": 32, "tolerance": 1}
+BOUNDS = BASE["capacity"]
 
 
 def _recipe(wf: Path, slo: float) -> None:
-    def mutate(doc):
-        doc["engine"]["args"] += ["--max-num-seqs", "4"]
-        doc["capacity"] = BOUNDS
-        doc["slo"] = {"ttft_p95_s": slo}
-
-    write_recipe(wf, BASE, NAME, conc=(4,), duration=8, mutate=mutate)
+    write_recipe(wf, BASE, NAME, conc=(4,), duration=8, mutate=lambda doc: doc.update(slo={"ttft_p95_s": slo}))
 
 
 @pytest.fixture
 def cwf(tmp_path):
     wf = copy_workflow(tmp_path / "wf", recipes=[])
-    _recipe(wf, 0.25)
+    _recipe(wf, BASE["slo"]["ttft_p95_s"])
     return wf
 
 
@@ -85,7 +80,7 @@ def test_capacity_search_caches_probes_and_reuses_them_when_the_slo_tightens(cwf
     # 1. the dry run names the first probe and runs nothing
     r = snakemake(cwf, "-n", TARGET)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
-    assert "known none; next probe c2" in r.stderr and "wildcards: recipe=cap, conc=2" in r.stdout + r.stderr
+    assert "known none; next probe c2" in r.stderr and f"wildcards: recipe={NAME}, conc=2" in r.stdout + r.stderr
     assert not (cwf / "results").exists()
 
     # 2. the summary needs the sweep point c4 and the capacity: c4 doubles as a probe, run once
@@ -96,7 +91,7 @@ def test_capacity_search_caches_probes_and_reuses_them_when_the_slo_tightens(cwf
     assert outputs.count(f"results/{NAME}/c4.json") == 1 and TARGET in outputs
     first = probes(cwf)
     assert len({p["stack"] for p in first.values()}) == 1, "probes of one search share one warm stack"
-    cap = check_capacity(cwf, 0.25)
+    cap = check_capacity(cwf, BASE["slo"]["ttft_p95_s"])
     md = (cwf / "results/summary.md").read_text()
     assert "## Capacity at SLO" in md and f"| c{cap['capacity']} " in md
 
@@ -110,7 +105,7 @@ def test_capacity_search_caches_probes_and_reuses_them_when_the_slo_tightens(cwf
     r = snakemake(cwf, "-n", TARGET)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     assert f"next probe c{expected_next}," in r.stderr, r.stderr[-2000:]
-    assert re.findall(r"wildcards: recipe=cap, conc=(\d+)", r.stdout + r.stderr) == [str(expected_next)]
+    assert re.findall(rf"wildcards: recipe={NAME}, conc=(\d+)", r.stdout + r.stderr) == [str(expected_next)]
     with no_processes_left(cwf):
         r = snakemake(cwf, TARGET, timeout=900)
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
