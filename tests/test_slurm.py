@@ -315,3 +315,33 @@ def test_queued_jobs_run_the_plan_they_were_submitted_with(cluster, tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert set(re.findall(r"output: (results/[^,\s]+/c\d+\.json)", r.stdout)) == set(targets[:2])
     assert_no_strays(time.time() - 400, wf, timeout=30)
+
+
+def test_capacity_probes_are_cluster_jobs_and_the_search_lands_within_tolerance(swf):
+    """Each probe is a point job on the cluster, decided after the previous one (Snakemake checkpoints
+    across sbatch jobs; the nested snakemake runs the probe's plan); the first probe is also the sweep's
+    only point and runs once."""
+    base = (HERE / "recipes" / "slurm-agg-2x.yaml").read_text().replace("name: slurm-agg-2x", "name: slurm-cap")
+    text = base.replace("--num-gpu-blocks-override, 4096]", "--num-gpu-blocks-override, 4096, --max-num-seqs, 2]")
+    search = "concurrency: [2]\ncapacity: {min: 2, max: 8, tolerance: 1}\nslo: {ttft_p95_s: 0.25}"
+    recipe = swf / "recipes" / "slurm-cap.yaml"
+    recipe.write_text(text.replace("concurrency: [4, 8]", search))
+    since = time.time()
+    try:
+        r = sm(swf, "results/slurm-cap/capacity.json", "results/slurm-cap/c2.json", timeout=900)
+    finally:
+        recipe.unlink()  # the other tests' dry runs of results/summary.md stay as they were
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-4000:]
+    cap = json.loads((swf / "results/slurm-cap/capacity.json").read_text())
+    probes = {p["concurrency"]: json.loads((swf / p["result"]).read_text()) for p in cap["probes"]}
+    jobs = {c: d["identity"]["job_id"] for c, d in probes.items()}
+    assert len(probes) >= 2 and len(set(jobs.values())) == len(jobs), jobs  # one Slurm job per probe
+    assert len(re.findall(r"has been submitted with SLURM jobid", out)) == len(jobs), out[-3000:]
+    assert out.count("output: results/slurm-cap/c2.json") == 1
+    p95 = {c: d["figures"]["ttft_s"]["p95"] for c, d in probes.items()}
+    held, missed = cap["capacity"], cap["lowest_miss"]
+    assert held is None or p95[held] <= 0.25, (cap, p95)
+    assert missed is None or (p95[missed] > 0.25 and all(p95[c] <= 0.25 for c in p95 if c < missed)), p95
+    assert held is None or missed is None or missed - held <= 1, cap
+    assert_no_strays(since, swf, timeout=30)
