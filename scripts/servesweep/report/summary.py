@@ -318,13 +318,13 @@ def build_summary(
             parts += ["", f"## Scenario `{scen}`", "", scenario_table(sdf, md_dir), ""]
             parts += [f"![{f}](plots/{f})" for f in made.get(scen, [])]
         parts += _best_section(df)
+    base_caps = load_capacities(sorted(Path(baseline).glob("*/capacity.json"))) if baseline else None
+    parts += capacity_section(load_capacities(list(capacities)), base_caps)
     parts += ["", "## Missing points", ""]
     if missing:
         parts.append(tabulate(missing, ["recipe", "conc", "reason", "logs"], tablefmt="github", disable_numparse=True))
     else:
         parts.append("None: every selected point has a result.")
-    base_caps = load_capacities(sorted(Path(baseline).glob("*/capacity.json"))) if baseline else None
-    parts += capacity_section(load_capacities(list(capacities)), base_caps)
     if baseline:
         base_files = sorted(p for p in Path(baseline).glob("*/c*.json") if p.stem[1:].isdigit())
         base = load_results(base_files, slos) if base_files else pd.DataFrame()
