@@ -99,6 +99,8 @@ def test_capacity_doc_names_capacity_lowest_miss_and_the_probes(tmp_path):
     assert [p["met"] for p in doc["probes"]] == [True, True, True, False, False, False]
     assert doc["probes"][3]["verdicts"] == [{"slo": "ttft_p95_s", "limit": 0.5, "value": 0.55, "met": False}]
     assert doc["at_capacity"]["total_tps_per_gpu"] == 1000.0 * 10 / 2
+    assert doc["probes"][0]["gpu_hours"] == 2 * (60.0 + 30.0) / 3600  # 2 GPUs x (benchmark + its stack's start)
+    assert "| 0.300 " in "\n".join(capacity_section([doc], None))  # 6 probes' GPU-hours
 
 
 def test_an_undecided_search_or_a_foreign_result_writes_nothing(tmp_path):

@@ -31,7 +31,18 @@ def _probe_row(path: str, doc: dict, slo: dict) -> dict:
         "total_tps_per_gpu": f.get("total_tps_per_gpu"),
         "output_tps_per_gpu": f.get("output_tps_per_gpu"),
         "req_s": f.get("request_throughput"),
+        "gpu_hours": _gpu_hours(doc),
     }
+
+
+def _gpu_hours(doc: dict) -> float | None:
+    """What the probe cost: its benchmark, plus its stack's startup if it started the stack, × GPUs."""
+    ident, bench = doc["identity"], doc.get("timings_s", {}).get("bench")
+    if bench is None:
+        return None
+    stack = ident.get("stack") or {}
+    startup = (stack.get("startup_s") or 0.0) if stack.get("position") == 1 else 0.0
+    return ident["topology"]["gpus"] * (bench + startup) / 3600
 
 
 def capacity_doc(settings: dict, results: list[str]) -> dict:
@@ -97,6 +108,7 @@ def capacity_rows(docs: list[dict]) -> list[list[str]]:
                 num(at.get("total_tps_per_gpu")),
                 num(at.get("req_s"), 2),
                 f"{len(d['probes'])} ({' '.join(_conc(p['concurrency']) for p in d['probes'])})",
+                _probe_cost(d["probes"]),
             ]
         )
     return rows
@@ -112,7 +124,13 @@ CAPACITY_HEADERS = [
     "total tok/s/GPU at capacity",
     "req/s at capacity",
     "probes",
+    "GPU-h of the probes",
 ]
+
+
+def _probe_cost(probes: list[dict]) -> str:
+    hours = [p.get("gpu_hours") for p in probes]
+    return "–" if any(h is None for h in hours) else num(sum(hours), 3)
 
 
 def capacity_deltas(docs: list[dict], base: list[dict]) -> list[list[str]]:
