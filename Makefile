@@ -7,7 +7,7 @@ ENGINE := .venvs/engine
 VLLM := .venvs/vllm
 PROFILE_HOME ?= $(or $(XDG_CONFIG_HOME),$(HOME)/.config)/snakemake
 
-.PHONY: setup demo test test-fast lint profiles clean
+.PHONY: setup system-demo system-test demo test test-fast lint profiles clean
 
 $(UV):
 	$(PY) -m venv .venvs/bootstrap && .venvs/bootstrap/bin/pip install -q uv==0.13.8
@@ -49,13 +49,22 @@ profiles:
 	@for p in profiles/*/; do n=$$(basename $$p); ln -sfn $(CURDIR)/profiles/$$n $(PROFILE_HOME)/$$n; done
 	@echo "profiles linked into $(PROFILE_HOME): $$(ls profiles | tr '\n' ' ')"
 
+# etcd, NATS, nginx (+ Slurm and munge for the tests): installed, or a stop within seconds naming the
+# command, before any venv is built. One list: scripts/servesweep/tools/system_setup.py.
+system-demo:
+	$(PY) scripts/servesweep/tools/system_setup.py --for demo
+
+system-test:
+	$(PY) scripts/servesweep/tools/system_setup.py --for test
+
 setup: $(PROJECT)/.done $(ENGINE)/.done $(VLLM)/.done .cache/models/tiny-llama/model.safetensors profiles
 
-demo: setup
-	$(PROJECT)/bin/snakemake --profile local results/summary.md
-	@echo "summary: $(CURDIR)/results/summary.md"
+demo: system-demo
+	$(MAKE) setup
+	$(PROJECT)/bin/python -m servesweep demo
 
-test: setup
+test: system-test
+	$(MAKE) setup
 	$(PROJECT)/bin/pytest -ra
 
 test-fast: $(PROJECT)/.done

@@ -19,6 +19,10 @@ include: "rules/capacity.smk"
 include: "rules/aggregate.smk"
 
 
+onstart:
+    SELECTION.start_running()  # the warm stacks' curve files: written once the DAG is final
+
+
 rule all:
     default_target: True
     input:

@@ -108,6 +108,8 @@ def main() -> None:
             f"{rw:>17.2f} {rc:>19.2f}"
         )
     (_, p0, o0, b0, *_), (_, p1, o1, b1, *_) = rows[0], rows[-1]
+    if p1 == p0:
+        return
     ours, bare = 1000 * (o1 - o0) / (p1 - p0), 1000 * (b1 - b0) / (p1 - p0)
     print(f"\nslope: servesweep {ours:.2f} ms/point, bare {bare:.2f} ms/point")
     print(

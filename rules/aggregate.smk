@@ -18,6 +18,12 @@ rule summary:
         csv=report(
             "results/summary.csv", caption="../report/summary.rst", category="Summary"
         ),
+        plots=report(
+            directory("results/plots"),
+            patterns=["{name}.png"],
+            caption="../report/plots.rst",
+            category="Plots",
+        ),
     log:
         "logs/summary.log",
     conda:

@@ -13,10 +13,16 @@ rule capacity:
             category="Capacity at SLO",
             labels={"recipe": "{recipe}"},
         ),
+        plot=report(
+            "results/{recipe}/capacity.png",
+            caption="../report/capacity_plot.rst",
+            category="Capacity at SLO",
+            labels={"recipe": "{recipe}", "figure": "probes vs concurrency"},
+        ),
     log:
         "logs/{recipe}/capacity.log",
     conda:
         SW_ENV
     shell:
-        "servesweep capacity --settings {input.settings:q} --out {output.capacity:q}"
+        "servesweep capacity --settings {input.settings:q} --out {output.capacity:q} --plot {output.plot:q}"
         " {input.probes:q} 2> {log:q}"

@@ -2,12 +2,21 @@
 # recipe happens here, at DAG-build time, so `snakemake -n` is the full check;
 # only in the main process: a cluster job's nested snakemake runs the plan it
 # was submitted with.
+import inspect
 import os
 import sys
 
 from snakemake.exceptions import WorkflowError
 
 from servesweep.render import workflow as sw
+
+
+def wildcards_only(fn):
+    """A per-job callable whose parameters Snakemake need not look up again for every job
+    (inspect.signature per job and per callable is a measurable share of a large dry run).
+    """
+    fn._overwrite_params = inspect.signature(fn).parameters
+    return fn
 
 
 def config_flag(key):
@@ -138,6 +147,7 @@ def rehearsal_plan(wildcards):
 RECIPE_ORDER = {r: i for i, r in enumerate(sorted(getattr(SELECTION, "recipes", {})))}
 
 
+@wildcards_only
 def point_category(wildcards):
     """A point's category in `snakemake --report`: its recipe's scenario."""
     return SELECTION.scenario_of(wildcards.recipe)
@@ -147,6 +157,7 @@ def curve_group(prefix):
     """The group of a point: every stale point of a recipe in one group (merged into one job by
     the profiles' --group-components), none when the recipe runs one stack per point."""
 
+    @wildcards_only
     def group(wildcards):
         if workflow.is_main_process and not SELECTION.reuse(wildcards.recipe):
             return None
@@ -164,6 +175,7 @@ def curve_priority(rehearsal):
     while another curve runs. Snakemake asks once per job it will run, before any starts: that is
     also how the curve's stack keeper learns how many points to expect."""
 
+    @wildcards_only
     def priority(wildcards):
         SELECTION.will_run(wildcards.recipe, int(wildcards.conc), rehearsal)
         return (

@@ -100,9 +100,21 @@ def cmd_summary(a) -> int:
 def cmd_capacity(a) -> int:
     from .report.capacity import write_capacity
 
-    doc = write_capacity(Path(a.settings), a.results, Path(a.out))
+    doc = write_capacity(Path(a.settings), a.results, Path(a.out), Path(a.plot) if a.plot else None)
     print(f"capacity: {doc['recipe']} {doc['outcome']}: capacity {doc['capacity']}, lowest miss {doc['lowest_miss']}")
     return 0
+
+
+def _diffcmd():
+    from .render import diffcmd
+
+    return diffcmd
+
+
+def cmd_demo(a) -> int:
+    from .demo import run_demo
+
+    return run_demo(str(Path(sys.executable).with_name("snakemake")))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -141,8 +153,21 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("capacity", help="decide a recipe's capacity at SLO from its probes' results")
     c.add_argument("--settings", required=True, help="the search's settings (.plans/capacity/<recipe>.json)")
     c.add_argument("--out", required=True)
+    c.add_argument("--plot", help="also draw the probes against concurrency (PNG)")
     c.add_argument("results", nargs="*")
     c.set_defaults(func=cmd_capacity)
+    f = sub.add_parser("diff", help="what differs between two recipes, plans or results (exit 1: another measurement)")
+    f.add_argument("a")
+    f.add_argument("b")
+    f.add_argument("--cluster", help="the cluster a recipe is rendered for (default: its first)")
+    f.add_argument("--conc", type=int, help="the point a recipe is rendered at (default: its first)")
+    f.set_defaults(func=lambda a: _diffcmd().cmd_diff(a))
+    w = sub.add_parser("why", help="why each selected point would rerun, every cause in recipe terms")
+    w.add_argument("recipes", nargs="*")
+    w.add_argument("--cluster", default="local")
+    w.set_defaults(func=lambda a: _diffcmd().cmd_why(a))
+    d = sub.add_parser("demo", help="the local demo sweep with a progress line, then the HTML report")
+    d.set_defaults(func=cmd_demo)
     a = ap.parse_args(argv)
     try:
         return a.func(a)

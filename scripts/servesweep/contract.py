@@ -36,6 +36,18 @@ def curve_file(recipe: str, rehearsal: bool) -> str:
     return f".plans/curves/{'rehearsal-' if rehearsal else ''}{recipe}.json"
 
 
+def plan_source(plan_path: Path, curve_fingerprint: str) -> dict | None:
+    """What render wrote next to the plan (``.plans/<recipe>/source.json``, servesweep.source/1):
+    the recipe and cluster facts it was rendered from. None unless it belongs to this plan (same
+    curve fingerprint): a result must never claim a source it was not measured from."""
+    try:
+        doc = json.loads((Path(plan_path).parent / "source.json").read_text())
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(doc, dict) and doc.get("curve_fingerprint") == curve_fingerprint
+    return doc if ok and isinstance(doc.get("recipe"), dict) and isinstance(doc.get("cluster"), dict) else None
+
+
 class PlanError(Exception):
     """A plan file the run side cannot use; the message names the file and why."""
 

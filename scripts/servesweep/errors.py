@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
+# terminal colour/cursor sequences (CSI and OSC) that engines write into their logs
+_TERMINAL_CODES = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[@-Z\\-_])")
+
+
+def plain_text(text: str) -> str:
+    """``text`` without terminal escape sequences: log tails quoted in messages and failure.json."""
+    return _TERMINAL_CODES.sub("", text)
 
 
 @dataclass(frozen=True, order=True)

@@ -50,6 +50,7 @@ class Cluster:
     port_slots: int = 16
     rehearsal_max_duration_s: float = 20.0
     rehearsal_max_concurrency: int = 32
+    doc: dict = field(default_factory=dict, hash=False, compare=False)  # the file as written (for `why`)
 
     def python_for(self, kind: str) -> str:
         return self.engine_pythons.get(kind, self.engine_python)
@@ -90,6 +91,7 @@ def _from_doc(doc: dict, source: str) -> Cluster:
         cpu_engine=doc.get("cpu_engine"),
         rehearsal_max_duration_s=rehearsal.get("max_duration_s", 20.0),
         rehearsal_max_concurrency=rehearsal.get("max_concurrency", 32),
+        doc=doc,
         **kwargs,
     )
 

