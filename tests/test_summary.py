@@ -233,3 +233,35 @@ def test_repeated_points_show_value_plus_minus_half_width(fixture_run):
     build_summary(paths, sel, Path("results/summary.md"))
     row = next(ln for ln in Path("results/summary.md").read_text().splitlines() if ln.startswith("| [fast](fast/c4"))
     assert "341.57 ± 2.50" in row and "85 392 ± 412" in row
+
+
+def _sourced(doc: dict, args: list, fingerprint: str) -> dict:
+    recipe = {"name": doc["identity"]["recipe"], "doc": {"engine": {"kind": "vllm", "args": args}, "slo": {}}}
+    cluster = {"name": "hcm-hgx02", "doc": {"placeholders": {"model_dir": "/lustre/a"}}}
+    doc["source"] = {"schema": "servesweep.source/1", "plan_schema": "servesweep.plan/3", "recipe": recipe}
+    doc["source"]["cluster"] = cluster
+    doc["identity"]["plan_fingerprint"] = fingerprint
+    assert validate_result(doc) == []
+    return doc
+
+
+def test_baseline_attribution_names_the_differing_fields(fixture_run, tmp_path):
+    """Each compared recipe says which fields differ from the baseline's results, or that the config
+    is the same (noise or environment)."""
+    _, paths, sel = fixture_run
+    now = {p: json.loads(Path(p).read_text()) for p in paths}
+    for p, doc in now.items():
+        fp = "a" * 16 if doc["identity"]["recipe"] == "dense-img" else "b" * 16
+        Path(p).write_text(json.dumps(_sourced(doc, ["--max-num-seqs", "512"], fp)))
+    base = tmp_path / "baseline"
+    for recipe, fp in (("fast", "c" * 16), ("dense-img", "a" * 16)):
+        (base / recipe).mkdir(parents=True)
+        old = _sourced(
+            result_doc(recipe, 4, 0.25, 15000.0), ["--max-num-seqs", "256" if recipe == "fast" else "512"], fp
+        )
+        (base / recipe / "c4.json").write_text(json.dumps(old))
+    build_summary(paths, sel, Path("results/summary.md"), baseline=base)
+    section = Path("results/summary.md").read_text().split("### What differs from the baseline")[1].split("\n## ")[0]
+    rows = {ln.split("|")[1].strip(): ln for ln in section.splitlines() if ln.startswith("| ") and "recipe" not in ln}
+    assert "engine.args: --max-num-seqs 256 → 512" in rows["fast"]
+    assert "same config: noise or environment" in rows["dense-img"]

@@ -12,6 +12,7 @@ from tabulate import tabulate
 
 from ..files import write_if_changed
 from ..slo import slo_verdicts
+from .attribution import attribution_section
 from .capacity import capacity_section, load_capacities
 from .fmt import num
 from .plots import plots
@@ -308,6 +309,10 @@ def _provenance_section(df: pd.DataFrame) -> list[str]:
     return ["", "## Provenance", "", tabulate(prov, headers, tablefmt="github", disable_numparse=True)]
 
 
+def _by_point(df: pd.DataFrame) -> dict:
+    return {(r.recipe, int(r.concurrency)): r.result for r in df.itertuples()}
+
+
 def build_summary(
     results: list[Path], selection: Path, out_md: Path, baseline: Path | None = None, capacities: list[Path] = ()
 ) -> None:
@@ -338,6 +343,8 @@ def build_summary(
         base = load_results(base_files, slos) if base_files else pd.DataFrame()
         parts += ["", f"## Against baseline `{baseline}`", ""]
         parts.append(baseline_table(df, base) if len(base) and len(df) else "_Baseline has no results._")
+        if len(base) and len(df):
+            parts += attribution_section(_by_point(df), _by_point(base))
     if len(df):
         parts += _gpu_time_section(df) + _provenance_section(df)
     csv = out_md.with_suffix(".csv")
