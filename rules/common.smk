@@ -9,6 +9,7 @@ import sys
 from snakemake.exceptions import WorkflowError
 
 from servesweep.render import workflow as sw
+from servesweep.render.entry import check_config_or_exit, load_or_exit
 
 
 def wildcards_only(fn):
@@ -23,6 +24,7 @@ def config_flag(key):
     return str(config.get(key, "")).lower() in ("1", "true", "yes")
 
 
+check_config_or_exit(config)
 CLUSTER = config.get("cluster", "local")
 # --config stack_reuse=0: one stack per point for this run (the drivers read it too).
 if "stack_reuse" in config:
@@ -41,7 +43,7 @@ def run_scope():
     return frozenset(dag.targets or ()), bool(forced)
 
 
-SELECTION = sw.load_or_exit(
+SELECTION = load_or_exit(
     workflow.basedir, CLUSTER, ONLY, REHEARSAL, workflow.is_main_process, run_scope
 )
 

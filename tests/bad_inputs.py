@@ -295,6 +295,30 @@ CASES = [
     Case("user-hybrid-lb", "engine.args[6]", "owned by the launcher", _args("--data-parallel-hybrid-lb")),
     Case("plain-vllm-frontend", "frontend", "without the Dynamo frontend", _set("engine", {"kind": "vllm"})),
     Case("user-etcd-endpoints", "env.ETCD_ENDPOINTS", "set by the launcher", _set("env.ETCD_ENDPOINTS", "http://x:1")),
+    # hostile or unlucky input: floats and dates for integers, infinities, absurd counts, deep nesting, alias bombs
+    Case("float-replicas", "topology.aggregated.replicas", "whole number", _set("topology.aggregated.replicas", 2.0)),
+    Case("float-tp", "topology.aggregated.tp", "whole number", _set("topology.aggregated.tp", 2.0)),
+    Case("float-concurrency", "concurrency[0]", "whole number", _set("concurrency", [96.0])),
+    Case("huge-concurrency", "concurrency[0]", "greater than the maximum", _set("concurrency", [10**30])),
+    Case("infinite-duration", "scenario.duration_s", ".inf/.nan", _set("scenario.duration_s", float("inf"))),
+    Case("nan-slo", "slo.ttft_p95_s", ".inf/.nan", _set("slo.ttft_p95_s", float("nan"))),
+    Case(
+        "date-duration",
+        "scenario.duration_s",
+        "is not of type 'number'",
+        text=yaml.safe_dump({**AGG, "name": "date-duration"}, sort_keys=False).replace(
+            "duration_s: 20", "duration_s: 2026-01-01"
+        ),
+    ),
+    Case("deep-nesting", "(structure)", "nested deeper than", text="name: " + "[" * 1000 + "]" * 1000 + "\n"),
+    Case("very-deep-nesting", "(structure)", "nested deeper than", text="name: " + "[" * 30000 + "]" * 30000 + "\n"),
+    Case(
+        "alias-bomb",
+        "(structure)",
+        "aliases are expanded",
+        text="a0: &a0 [x,x,x,x,x,x,x,x,x,x]\n"
+        + "".join(f"a{i}: &a{i} [{','.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 9)),
+    ),
 ]
 
 

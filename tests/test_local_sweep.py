@@ -106,6 +106,10 @@ def test_kv_router_shows_prefix_cache_reuse(sweep):
     for path, doc in results_of(wf).items():
         if "local-agg" in path:
             assert doc["figures"]["cache_read_share"] > 0.2, path
+        else:  # the disaggregated frontend counts no cached tokens and the mocker's prefill exports none
+            assert doc["figures"]["cache_read_share"] is None, path
+            assert "prefill workers export no prefix-cache counters" in doc["unmeasured"]["cache_read_share"]
+            continue
         # a perfect cache over the requests aiperf sent bounds what the stack reached (fresh stack per curve;
         # a later point on the warm stack may see earlier points' blocks, so only the first is bounded)
         theoretical = doc["figures"]["theoretical_prefix_hit"]
@@ -142,6 +146,10 @@ def test_summary_lists_every_point(sweep):
     for n in LOCAL_RECIPES:
         assert f"[{n}]({n}/c2.json)" in md and f"[{n}]({n}/c8.json)" in md
     assert "None: every selected point has a result." in md
+    # the disaggregated stack's unmeasured prefix hit: a dash with its reason, never a measured 0.0%
+    row = next(ln for ln in md.splitlines() if ln.startswith("| [local-disagg-1p1d-mocker]"))
+    assert "| – [1] / " in row and "0.0%" not in row
+    assert "[1] prefix hit not measured: disaggregated dynamo.mocker stack" in md
 
 
 def test_snakemake_report_holds_every_point_by_scenario_and_recipe(sweep):
@@ -152,6 +160,7 @@ def test_snakemake_report_holds_every_point_by_scenario_and_recipe(sweep):
     for n in LOCAL_RECIPES:
         assert f"results/{n}/c2.json" in html and f"results/{n}/c8.json" in html
     assert "scenario local-sessions" in html and "results/summary.md" in html  # categories: scenario, summary
+    assert "local-sessions-throughput-vs-interactivity.png" in html and "local-sessions-ttft-p95.png" in html
     assert not (wf / "results" / "report.html").exists()  # the report is not a result
     r = snakemake(wf, "-n", "results/summary.md")
     assert "Nothing to be done" in r.stdout + r.stderr  # report flags made nothing stale

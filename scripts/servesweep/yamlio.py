@@ -12,6 +12,7 @@ from pathlib import Path
 import jsonschema_rs
 import yaml
 
+from . import inputguard
 from .errors import Problem, field_path
 from .files import write_if_changed
 
@@ -36,6 +37,16 @@ def _construct_mapping(loader, node, deep=False):
 
 
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+# a date-like value (`2026-01-01`) stays the text it is: the schema then names the field and type
+_StrictLoader.add_constructor("tag:yaml.org,2002:timestamp", lambda loader, node: loader.construct_scalar(node))
+
+
+def _load(text: str):
+    """Strict YAML, after the size/nesting/alias budget (a ValueError says which was exceeded)."""
+    too_much = inputguard.structure_problem(text)
+    if too_much:
+        raise ValueError(too_much)
+    return yaml.load(text, Loader=_StrictLoader)
 
 
 class ParseCache:
@@ -64,7 +75,7 @@ class ParseCache:
             doc = self.kept.pop(key)
             self.used[key] = json.dumps(doc, separators=(",", ":"))  # now, before anyone can change doc
             return doc
-        doc = yaml.load(text, Loader=_StrictLoader)
+        doc = _load(text)
         try:
             encoded = json.dumps(doc, separators=(",", ":"))
             if json.loads(encoded) == doc:
@@ -86,14 +97,17 @@ class ParseCache:
 
 def load_yaml(path: Path, label: str | None = None, cache: ParseCache | None = None) -> tuple[object, list[Problem]]:
     label = label or str(path)
+    refused = inputguard.file_problem(Path(path))
+    if refused:
+        return None, [Problem(label, "", refused)]
     try:
         text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None, [Problem(label, "", "file not found")]
     except (OSError, UnicodeDecodeError) as e:
         return None, [Problem(label, "", f"cannot read: {e}")]
     try:
-        return (cache.parse(text) if cache else yaml.load(text, Loader=_StrictLoader)), []
+        return (cache.parse(text) if cache else _load(text)), []
+    except ValueError as e:
+        return None, [Problem(label, "(structure)", str(e))]
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -177,8 +191,10 @@ def schema_errors(doc: object, schema_name: str) -> list:
 
 
 def schema_problems(doc: object, schema_name: str, label: str) -> list[Problem]:
-    return [
+    numbers = inputguard.number_problems(doc, schema(schema_name))
+    return [Problem(label, field or "(top level)", reason) for field, reason in numbers] + [
         Problem(label, field or "(top level)", reason)
         for err in schema_errors(doc, schema_name)
         for field, reason in _describe(err)
+        if field not in {f for f, _ in numbers}
     ]

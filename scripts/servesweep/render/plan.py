@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from ..contract import PLAN_SCHEMA, REPEAT_COOLDOWN_S, Process
 from ..encode import digest, encode, encode_key
+from ..errors import InputError, Problem
 from . import engines, plain, topology
 from .cluster import Cluster
 from .kinds import DYNAMO_KINDS, PLAIN_KINDS, server_metrics
@@ -109,8 +110,12 @@ def _time_budget(doc: dict, cluster: Cluster, bench: dict) -> dict:
 def render(
     recipe: Recipe, cluster: Cluster, conc: int, rehearsal: Cluster | None = None, layout: tuple | None = None
 ) -> dict:
-    """Render one point. With ``rehearsal`` (a local cluster), keep the layout but run mockers."""
-    return render_point(recipe, cluster, conc, rehearsal, layout)[0]
+    """Render one point. With ``rehearsal`` (a local cluster), keep the layout but run mockers.
+    A layout the cluster cannot hold is an InputError naming the recipe's field, never a traceback."""
+    try:
+        return render_point(recipe, cluster, conc, rehearsal, layout)[0]
+    except topology.PlacementError as e:
+        raise InputError([Problem(recipe.source, f, r) for f, r in e.issues]) from None
 
 
 def render_point(

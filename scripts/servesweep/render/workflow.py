@@ -1,10 +1,7 @@
-"""What the Snakefile needs, in one place: the selection, plan paths, resources.
+"""What the Snakefile needs: the selection, plan paths, resources (entry point: ``render.entry``).
 
 Validation and rendering run only in the main snakemake process (plans are
-written only when their canonical JSON changes, atomically). The nested
-snakemake a cluster job starts reads the plan it was submitted with
-(:class:`SubmittedPlans`): a recipe edited or broken while jobs wait in the
-queue changes nothing they run.
+written only when their canonical JSON changes, atomically).
 """
 
 from __future__ import annotations
@@ -13,7 +10,6 @@ import json
 import math
 import os
 import re
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -287,9 +283,6 @@ class Selection:
             self.root / curve_file(recipe, rehearsal), canonical({"expected": expected, "searching": searching})
         )
 
-    def plan(self, recipe: str, conc: int, rehearsal: bool = False) -> dict:
-        return self._render(recipe, conc, rehearsal)[0]
-
     def _render(self, recipe: str, conc: int, rehearsal: bool) -> tuple[dict, str]:
         """(plan, its canonical text)."""
         try:
@@ -359,84 +352,8 @@ def selection_file(cluster: str) -> str:
     return f"{PLANS}/selection-{cluster}.json"
 
 
-class NoSearches:
-    recipes: list[str] = []
-
-
-class SubmittedPlans:
-    """The nested snakemake of a cluster job: no validation, no rendering, no writing.
-
-    It runs one point whose plan the main process wrote when it submitted the job, and
-    takes the job's resources from that plan file.
-    """
-
-    def __init__(self, root: Path, cluster: str):
-        self.root, self.points = Path(root), []
-        self.searches = NoSearches()
-        self.cluster_name = cluster
-
-    def resources(self, recipe: str, conc: int) -> dict:
-        return batch_step_tasks(json.loads((self.root / Selection.plan_file(recipe, conc)).read_text())["resources"])
-
-    def write_selection(self) -> str:
-        return selection_file(self.cluster_name)
-
-    def will_run(self, recipe: str, conc: int, rehearsal: bool = False) -> None:
-        """The main process wrote the curve files."""
-
-    def start_running(self) -> None:
-        """The main process wrote the curve files."""
-
-    def scenario_of(self, recipe: str) -> str:
-        return "points"  # only `snakemake --report` (a main process) asks
-
-
-def load_or_exit(
-    root: Path,
-    cluster: str,
-    only: list[str] | None = None,
-    rehearsal: bool = False,
-    main_process: bool = True,
-    scope=None,
-) -> Selection | SubmittedPlans:
-    """For the Snakefile: validate, write the plans; a clean report and exit 2 instead of a traceback.
-    In a job's nested snakemake, only read what the main process wrote."""
-    if not main_process:
-        return SubmittedPlans(root, cluster)
-    try:
-        sel = Selection(root, cluster, only)
-        sel.scope = scope or sel.scope
-        sel.write_plans()
-        if sel.preflight_problems:
-            raise InputError(sel.preflight_problems)
-        _say_unchecked(sel.preflight_notes)
-        for what, reason in sorted(sel.unchecked_args.items()):
-            print(f"servesweep: engine arguments of {what} not parser-checked: {reason}", file=sys.stderr)
-        sel.write_missing()
-        for line in why.cause_lines(sel.staleness()):
-            print(f"servesweep: {line}", file=sys.stderr)
-        if rehearsal:
-            sel.write_plans(rehearsal=True)
-            sel.write_missing(rehearsal=True)
-        sel.write_selection()
-        return sel
-    except InputError as e:
-        print(e.report(), file=sys.stderr)
-        raise SystemExit(2) from None
-
-
 def _read_json(path: Path) -> dict:
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
-
-
-def _say_unchecked(notes: list[str]) -> None:
-    unique = sorted(set(notes))
-    if unique:
-        print(
-            f"servesweep: pre-flight left {len(unique)} check(s) to the jobs (not checkable from this host), "
-            f"e.g. {unique[0]}",
-            file=sys.stderr,
-        )

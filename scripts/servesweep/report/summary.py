@@ -231,6 +231,9 @@ def missing_points(selection: dict, present: set[str], root: Path) -> list[list[
                 reason = f"last run failed {doc['time']}: {doc['reason'].splitlines()[0]}"
             except (ValueError, KeyError, IndexError):
                 reason = "last run failed (unreadable failure record)"
+        earlier = sorted((root / p["log_dir"]).parent.glob(Path(p["log_dir"]).name + ".attempt-*"))
+        if earlier:
+            reason += f" ({len(earlier)} earlier attempt(s) kept: {earlier[-1].relative_to(root)} …)"
         out.append([p["recipe"], str(p["concurrency"]), reason, p["log_dir"]])
     return out
 

@@ -86,8 +86,7 @@ def run_point(plan_path: Path, result_path: Path, log_dir: Path | None = None) -
         return 2
     result_path = _inside_workdir(result_path, "result path")
     run_dir = _inside_workdir(log_dir or default_log_dir(plan), "log dir")
-    if run_dir.exists():
-        shutil.rmtree(run_dir)
+    _keep_earlier_attempt(run_dir)
     run_dir.mkdir(parents=True)
     say = Say(f"{plan.recipe} c{plan.concurrency}", run_dir / "driver.log")
     die_with_parent(signal.SIGTERM)  # if the job shell dies, tear down rather than run on as an orphan
@@ -113,6 +112,10 @@ def run_point(plan_path: Path, result_path: Path, log_dir: Path | None = None) -
         say(f"interrupted by {e}; tearing down")
         _record_failure(run_dir, f"interrupted by {e}")
         return 128 + e.signum
+    except Exception as e:  # noqa: BLE001 - a bug of ours must still leave a failure record and the artifacts
+        say(f"FAILED unexpectedly: {type(e).__name__}: {e}")
+        _record_failure(run_dir, f"unexpected {type(e).__name__}: {e} (aiperf's artifacts, if any, are in {run_dir})")
+        return 1
     finally:
         for s in old:
             signal.signal(s, signal.SIG_IGN)
@@ -121,6 +124,20 @@ def run_point(plan_path: Path, result_path: Path, log_dir: Path | None = None) -
         stack.detach()
         for s, h in old.items():
             signal.signal(s, h)
+
+
+def _keep_earlier_attempt(run_dir: Path) -> None:
+    """A new attempt never deletes an earlier one's artifacts (an unsaved result, aiperf's export,
+    failure.json): its directory moves aside to ``c<conc>.attempt-<n>``."""
+    if not run_dir.exists():
+        return
+    if not any(run_dir.iterdir()):
+        run_dir.rmdir()
+        return
+    n = 1
+    while (aside := run_dir.with_name(f"{run_dir.name}.attempt-{n}")).exists():
+        n += 1
+    run_dir.rename(aside)
 
 
 def _record_failure(run_dir: Path, reason: str) -> None:

@@ -1,0 +1,117 @@
+"""The Snakefile's entry into render: validate and write plans in the main snakemake process, or,
+in the nested snakemake a cluster job starts, only read the plan it was submitted with
+(:class:`SubmittedPlans`): a recipe edited or broken while jobs wait in the queue changes nothing
+they run.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from ..errors import InputError, Problem
+from . import why
+from .workflow import Selection, batch_step_tasks, selection_file
+
+
+class NoSearches:
+    recipes: list[str] = []
+
+
+class SubmittedPlans:
+    """The nested snakemake of a cluster job: no validation, no rendering, no writing.
+
+    It runs one point whose plan the main process wrote when it submitted the job, and
+    takes the job's resources from that plan file.
+    """
+
+    def __init__(self, root: Path, cluster: str):
+        self.root, self.points = Path(root), []
+        self.searches = NoSearches()
+        self.cluster_name = cluster
+
+    def resources(self, recipe: str, conc: int) -> dict:
+        return batch_step_tasks(json.loads((self.root / Selection.plan_file(recipe, conc)).read_text())["resources"])
+
+    def write_selection(self) -> str:
+        return selection_file(self.cluster_name)
+
+    def will_run(self, recipe: str, conc: int, rehearsal: bool = False) -> None:
+        """The main process wrote the curve files."""
+
+    def start_running(self) -> None:
+        """The main process wrote the curve files."""
+
+    def scenario_of(self, recipe: str) -> str:
+        return "points"  # only `snakemake --report` (a main process) asks
+
+
+CONFIG_KEYS = {
+    "cluster": "the cluster to run on (a profile's cluster name)",
+    "recipes": "comma-separated recipe names to select",
+    "rehearsal": "1: render rehearsal plans (mockers, this host)",
+    "stack_reuse": "0: one stack per point for this run",
+    "partial": "1: summarise the results that exist",
+    "baseline": "a results directory to compare with",
+}
+
+
+def check_config_or_exit(config: dict) -> None:
+    """`--config` keys are checked like recipe keys: a misspelled one is an error with a suggestion,
+    never silently ignored."""
+    import difflib
+
+    problems = []
+    for key in sorted(map(str, config)):
+        if key not in CONFIG_KEYS:
+            hint = difflib.get_close_matches(key, list(CONFIG_KEYS), n=1, cutoff=0.6)
+            known = f"did you mean {hint[0]!r}?" if hint else "known: " + ", ".join(sorted(CONFIG_KEYS))
+            problems.append(Problem("--config", key, f"unknown key {key!r} ({known})"))
+    if problems:
+        print(InputError(problems).report(), file=sys.stderr)
+        raise SystemExit(2)
+
+
+def load_or_exit(
+    root: Path,
+    cluster: str,
+    only: list[str] | None = None,
+    rehearsal: bool = False,
+    main_process: bool = True,
+    scope=None,
+) -> Selection | SubmittedPlans:
+    """For the Snakefile: validate, write the plans; a clean report and exit 2 instead of a traceback.
+    In a job's nested snakemake, only read what the main process wrote."""
+    if not main_process:
+        return SubmittedPlans(root, cluster)
+    try:
+        sel = Selection(root, cluster, only)
+        sel.scope = scope or sel.scope
+        sel.write_plans()
+        if sel.preflight_problems:
+            raise InputError(sel.preflight_problems)
+        _say_unchecked(sel.preflight_notes)
+        for what, reason in sorted(sel.unchecked_args.items()):
+            print(f"servesweep: engine arguments of {what} not parser-checked: {reason}", file=sys.stderr)
+        sel.write_missing()
+        for line in why.cause_lines(sel.staleness()):
+            print(f"servesweep: {line}", file=sys.stderr)
+        if rehearsal:
+            sel.write_plans(rehearsal=True)
+            sel.write_missing(rehearsal=True)
+        sel.write_selection()
+        return sel
+    except InputError as e:
+        print(e.report(), file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _say_unchecked(notes: list[str]) -> None:
+    unique = sorted(set(notes))
+    if unique:
+        print(
+            f"servesweep: pre-flight left {len(unique)} check(s) to the jobs (not checkable from this host), "
+            f"e.g. {unique[0]}",
+            file=sys.stderr,
+        )
