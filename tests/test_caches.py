@@ -51,6 +51,20 @@ def test_an_edited_text_is_parsed(tmp_path):
     assert len(ParseCache(cache_file).kept) == 1  # the old text's entry is dropped
 
 
+def test_a_poisoned_cache_entry_never_overrides_the_recipe_file(tmp_path):
+    """An entry whose document was altered (a flag added by hand) fails its checksum and the file is
+    parsed again."""
+    cache_file, recipe = tmp_path / "cache.json", tmp_path / "r.yaml"
+    recipe.write_text(TEXT)
+    c = ParseCache(cache_file)
+    load_yaml(recipe, cache=c)
+    c.save()
+    cache_file.write_text(cache_file.read_text().replace('"concurrency":[1,2]', '"concurrency":[1,2,999]'))
+    assert "999" in cache_file.read_text()
+    doc, _ = load_yaml(recipe, cache=ParseCache(cache_file))
+    assert doc == yaml.safe_load(TEXT)
+
+
 @pytest.mark.parametrize("junk", [b"", b"{not json", b'{"format": "other", "docs": {}}', b"[1]"])
 def test_a_damaged_cache_is_ignored(tmp_path, junk):
     cache_file, recipe = tmp_path / "cache.json", tmp_path / "r.yaml"

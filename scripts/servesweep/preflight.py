@@ -40,9 +40,10 @@ def _executable(cmd: str, workdir: Path) -> bool:
 
 
 def _writable(path: Path) -> bool:
+    """A directory that exists and is writable, or can be made under one (a file in the way: no)."""
     while not path.exists():
         path = path.parent
-    return os.access(path, os.W_OK)
+    return path.is_dir() and os.access(path, os.W_OK)
 
 
 def _checks(plan: Plan, workdir: Path, result: Path) -> list[tuple[str, str, str, bool]]:
@@ -63,7 +64,14 @@ def _checks(plan: Plan, workdir: Path, result: Path) -> list[tuple[str, str, str
             cmd = p.argv[0]
             if not cmd.startswith("{"):
                 out.append((facts, f"process {p.name}", f"executable {cmd!r} not found", _executable(cmd, workdir)))
-    out.append((recipe, "result", f"{result.parent} is not writable", _writable(result.parent)))
+    out.append(
+        (
+            recipe,
+            "result",
+            f"{result.parent} is not a writable directory (or a file is in its way)",
+            _writable(result.parent),
+        )
+    )
     out.append((recipe, "logs", f"{workdir / 'logs'} is not writable", _writable(workdir / "logs")))
     return out
 

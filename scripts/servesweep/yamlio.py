@@ -54,13 +54,14 @@ class ParseCache:
 
     PyYAML spends ~0.4 ms of Python per recipe building objects, and every dry run reads every
     recipe again; unchanged texts come from here instead (validation still runs on them). Only
-    documents that survive a JSON round trip are kept, and a damaged cache counts as empty.
+    documents that survive a JSON round trip are kept; each entry carries a checksum of its key and
+    document, and one that does not match (a damaged or edited cache) is parsed again from the file.
     """
 
-    FORMAT = f"servesweep.yaml-cache/1 pyyaml {yaml.__version__}"
+    FORMAT = f"servesweep.yaml-cache/2 pyyaml {yaml.__version__}"
 
     def __init__(self, path: Path):
-        self.path, self.kept, self.used = Path(path), {}, {}  # used: key -> the document's JSON
+        self.path, self.kept, self.used = Path(path), {}, {}  # used: key -> [check, document JSON]
         try:
             data = json.loads(self.path.read_bytes())
             if isinstance(data, dict) and data.get("format") == self.FORMAT and isinstance(data.get("docs"), dict):
@@ -69,18 +70,24 @@ class ParseCache:
             pass
         self.loaded = set(self.kept)
 
+    @staticmethod
+    def _check(key: str, encoded: str) -> str:
+        return hashlib.sha256(f"{key}\n{encoded}".encode()).hexdigest()[:16]
+
     def parse(self, text: str) -> object:
         key = hashlib.sha256(text.encode()).hexdigest()
-        if key in self.kept:  # popped: a second file with the same text is parsed into its own objects
-            doc = self.kept.pop(key)
-            self.used[key] = json.dumps(doc, separators=(",", ":"))  # now, before anyone can change doc
-            return doc
+        entry = self.kept.pop(key, None)  # popped: a second file with the same text gets its own objects
+        if isinstance(entry, list) and len(entry) == 2:
+            encoded = json.dumps(entry[1], separators=(",", ":"))
+            if entry[0] == self._check(key, encoded):
+                self.used[key] = encoded  # now, before anyone can change the document
+                return entry[1]
         doc = _load(text)
         try:
             encoded = json.dumps(doc, separators=(",", ":"))
             if json.loads(encoded) == doc:
                 self.used[key] = encoded
-        except (TypeError, ValueError):  # e.g. a YAML timestamp
+        except (TypeError, ValueError):  # e.g. an int key
             pass
         return doc
 
@@ -88,7 +95,7 @@ class ParseCache:
         """Keep what this run used, so the file follows the current recipes."""
         if set(self.used) == self.loaded:
             return
-        docs = ",".join(f'"{k}":{v}' for k, v in sorted(self.used.items()))
+        docs = ",".join(f'"{k}":["{self._check(k, v)}",{v}]' for k, v in sorted(self.used.items()))
         try:
             write_if_changed(self.path, f'{{"format":{json.dumps(self.FORMAT)},"docs":{{{docs}}}}}')
         except OSError:  # a cache that cannot be written only costs the next run its parse time
@@ -198,3 +205,19 @@ def schema_problems(doc: object, schema_name: str, label: str) -> list[Problem]:
         for field, reason in _describe(err)
         if field not in {f for f, _ in numbers}
     ]
+
+
+def checked_json(path: Path, schema_name: str) -> tuple[object, str | None]:
+    """A file read back (result, capacity, cache): (document, None) if it parses and matches its
+    schema, else (None, why not). Never trusted, never a traceback."""
+    try:
+        doc = json.loads(Path(path).read_bytes())
+    except OSError as e:
+        return None, f"cannot read: {e.strerror}"
+    except ValueError as e:
+        return None, f"not JSON ({e})"
+    errors = schema_errors(doc, schema_name)
+    if errors:
+        where = ".".join(map(str, errors[0].absolute_path)) or "(top level)"
+        return None, f"does not match {schema_name}: {where}: {errors[0].message[:120]}"
+    return doc, None

@@ -94,9 +94,11 @@ def load_or_exit(
         _say_unchecked(sel.preflight_notes)
         for what, reason in sorted(sel.unchecked_args.items()):
             print(f"servesweep: engine arguments of {what} not parser-checked: {reason}", file=sys.stderr)
-        sel.write_missing()
         for line in why.cause_lines(sel.staleness()):
             print(f"servesweep: {line}", file=sys.stderr)
+        for line in why.quarantine(sel.root, [r.name for r in sel.selected]):
+            print(f"servesweep: warning: {line}", file=sys.stderr)
+        sel.write_missing()
         if rehearsal:
             sel.write_plans(rehearsal=True)
             sel.write_missing(rehearsal=True)

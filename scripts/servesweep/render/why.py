@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..contract import PLAN_SCHEMA
 from ..sourcediff import _ABSENT, CUT, SOURCE_SCHEMA, Change, cut, reporting_changes, source_changes
+from ..yamlio import checked_json
 from .cluster import Cluster, _from_doc
 from .plan import render
 from .recipe import Recipe
@@ -37,18 +38,28 @@ def source_doc(recipe: Recipe, cluster: Cluster, rehearsal: bool, curve_fingerpr
 
 
 def read_result(path: Path) -> tuple[dict | None, str | None]:
-    """(result document, None) or (None, why it cannot be trusted)."""
-    try:
-        doc = json.loads(path.read_bytes())
-    except OSError as e:
-        return None, f"cannot read: {e.strerror}"
-    except ValueError as e:
-        return None, f"not JSON: {e}"
-    if not isinstance(doc, dict) or not isinstance(doc.get("identity"), dict):
-        return None, "not a servesweep result (no identity)"
-    if not isinstance(doc["identity"].get("plan_fingerprint"), str):
-        return None, "no plan fingerprint"
-    return doc, None
+    """(result document, None) or (None, why it cannot be trusted: unreadable, not JSON, or not
+    matching the result schema)."""
+    return checked_json(path, "result.schema.yaml")
+
+
+def quarantine(root: Path, recipes: list[str]) -> list[str]:
+    """Move every unusable result of these recipes aside (``c4.json.unreadable-1``: its bytes are
+    kept) so Snakemake sees the point missing and reruns it; one line per file moved."""
+    lines = []
+    for name in recipes:
+        for path in sorted((root / "results" / name).glob("c*.json")):
+            if not path.stem[1:].isdigit() or not path.is_file():
+                continue
+            doc, reason = read_result(path)
+            if doc is not None:
+                continue
+            n = 1
+            while (aside := path.with_name(f"{path.name}.unreadable-{n}")).exists():
+                n += 1
+            path.rename(aside)
+            lines.append(f"{path.relative_to(root)}: {reason}: moved to {aside.name}; the point reruns")
+    return lines
 
 
 def used_changes(changes: list[Change], recipe: Recipe, cluster: Cluster, conc: int, fingerprint: str) -> list[Change]:

@@ -353,7 +353,9 @@ def selection_file(cluster: str) -> str:
 
 
 def _read_json(path: Path) -> dict:
+    """A file we wrote, read back: anything but a JSON object counts as absent."""
     try:
-        return json.loads(path.read_text())
+        doc = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
+    return doc if isinstance(doc, dict) else {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from tabulate import tabulate
@@ -12,6 +13,7 @@ from ..errors import InputError, Problem
 from ..files import write_if_changed
 from ..search import Bounds, decide
 from ..slo import slo_verdicts
+from ..yamlio import checked_json
 from .capacity_plot import capacity_plot
 from .fmt import num
 
@@ -51,7 +53,9 @@ def capacity_doc(settings: dict, results: list[str]) -> dict:
     bounds, slo = Bounds.of(settings["bounds"]), settings["slo"]
     rows = []
     for path in results:
-        doc = json.loads(Path(path).read_text())
+        doc, why = checked_json(path, "result.schema.yaml")
+        if doc is None:
+            raise InputError([Problem(path, "", f"a probe's result is unusable: {why}; delete it to rerun the probe")])
         if doc["identity"]["recipe"] != settings["recipe"]:
             raise InputError([Problem(path, "identity.recipe", f"not a result of {settings['recipe']}")])
         rows.append(_probe_row(path, doc, slo))
@@ -86,7 +90,15 @@ def write_capacity(settings_path: Path, results: list[str], out: Path, plot: Pat
 
 
 def load_capacities(paths: list[Path]) -> list[dict]:
-    return [json.loads(Path(p).read_text()) | {"path": str(p)} for p in paths]
+    """Every readable capacity.json; one that fails its schema is named on stderr and left out."""
+    out = []
+    for p in paths:
+        doc, why = checked_json(p, "capacity.schema.yaml")
+        if doc is None:
+            print(f"servesweep: {p}: left out of the capacity table: {why}", file=sys.stderr)
+            continue
+        out.append(doc | {"path": str(p)})
+    return out
 
 
 def _slo_text(slo: dict) -> str:

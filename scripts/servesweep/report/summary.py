@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -12,6 +13,7 @@ from tabulate import tabulate
 
 from ..files import write_if_changed
 from ..slo import slo_verdicts
+from ..yamlio import checked_json
 from .attribution import attribution_section
 from .capacity import capacity_section, load_capacities
 from .fmt import num
@@ -121,12 +123,16 @@ def _g(x) -> str:
     return "n/a" if x is None else f"{x:.3g}"
 
 
-def load_results(paths: list[Path], slos: dict) -> pd.DataFrame:
-    """One row per result; SLO verdicts against ``slos`` (recipe -> its current SLO)."""
+def load_results(paths: list[Path], slos: dict, unreadable: list | None = None) -> pd.DataFrame:
+    """One row per result; SLO verdicts against ``slos`` (recipe -> its current SLO). A file that is
+    not a valid result is left out, named with its reason in ``unreadable`` and on stderr."""
     rows = []
     for p in paths:
-        with open(p) as fh:
-            doc = json.load(fh)
+        doc, why = checked_json(p, "result.schema.yaml")
+        if doc is None:
+            print(f"servesweep: {p}: left out of the summary: {why}", file=sys.stderr)
+            (unreadable if unreadable is not None else []).append([str(p), why])
+            continue
         rows.append(flatten(doc, str(p), slos.get(doc["identity"]["recipe"]) or {}))
     return pd.DataFrame(rows)
 
@@ -324,7 +330,8 @@ def build_summary(
     md_dir = out_md.parent
     (md_dir / "plots").mkdir(parents=True, exist_ok=True)  # a declared output, also with no result
     slos = sel["slo"]
-    df = load_results(results, slos)
+    unreadable: list = []
+    df = load_results(results, slos, unreadable)
     parts = [f"# servesweep summary: cluster `{sel['cluster']}`", ""]
     parts.append(f"{len(df)} of {len(sel['points'])} selected points have a result.")
     missing = missing_points(sel, set(df["result"]) if len(df) else set(), root)
@@ -336,6 +343,9 @@ def build_summary(
         parts += _best_section(df)
     base_caps = load_capacities(sorted(Path(baseline).glob("*/capacity.json"))) if baseline else None
     parts += capacity_section(load_capacities(list(capacities)), base_caps)
+    if unreadable:
+        parts += ["", "## Unreadable results (left out; they rerun on the next run)", ""]
+        parts.append(tabulate(unreadable, ["file", "why"], tablefmt="github", disable_numparse=True))
     parts += ["", "## Missing points", ""]
     if missing:
         parts.append(tabulate(missing, ["recipe", "conc", "reason", "logs"], tablefmt="github", disable_numparse=True))

@@ -28,7 +28,29 @@ def port_free(port: int, host: str = "127.0.0.1") -> bool:
 
 
 def default_lock_dir() -> Path:
-    return Path(os.environ.get("SERVESWEEP_PORT_LOCKS", "/tmp/servesweep-port-slots"))
+    """Per user: another user's stacks are avoided by the bind probe, never by sharing lock files."""
+    return Path(os.environ.get("SERVESWEEP_PORT_LOCKS") or f"/tmp/servesweep-{os.getuid()}/port-slots")
+
+
+def private_dir(path: Path) -> Path:
+    """``path`` created 0700 (missing parents too) and checked to be this user's alone (and its
+    ``servesweep-<uid>`` parent): a directory made by someone else, or open to others, is a clear
+    error instead of a PermissionError traceback."""
+    try:
+        for d in reversed([path, *path.parents]):
+            if not d.exists():
+                d.mkdir(mode=0o700)
+        mine = [path, path.parent] if path.parent.name.startswith("servesweep-") else [path]
+        stats = [(d, d.stat()) for d in mine]
+    except OSError as e:
+        raise PortsBusy(f"{path}: unusable for port-slot locks ({e.strerror}); set SERVESWEEP_PORT_LOCKS") from None
+    for d, st in stats:
+        if st.st_uid != os.getuid() or st.st_mode & 0o077:
+            raise PortsBusy(
+                f"{d}: owned by uid {st.st_uid} with mode {oct(st.st_mode & 0o777)}, not private to uid "
+                f"{os.getuid()}; remove it or set SERVESWEEP_PORT_LOCKS to a directory of your own"
+            )
+    return path
 
 
 class SlotLease:
@@ -55,13 +77,12 @@ def lease_slot(
 
     Returns the lease and notes about slots skipped (ports held by others).
     """
-    lock_dir = lock_dir or default_lock_dir()
-    lock_dir.mkdir(parents=True, exist_ok=True)
+    lock_dir = private_dir(lock_dir or default_lock_dir())
     start = zlib.crc32(seed.encode()) % slots if seed else 0
     notes = []
     for k in range(slots):
         slot = (start + k) % slots
-        fd = os.open(lock_dir / f"slot-{slot}.lock", os.O_CREAT | os.O_RDWR, 0o644)
+        fd = os.open(lock_dir / f"slot-{slot}.lock", os.O_CREAT | os.O_RDWR, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -1,0 +1,88 @@
+"""Files read back are checked before they are trusted: a truncated, list-shaped or garbage result,
+capacity file or missing-points file is named and treated as absent, never a crash."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from servesweep.errors import InputError
+from servesweep.render import why
+from servesweep.render.workflow import _read_json
+from servesweep.report.capacity import capacity_doc, load_capacities
+from servesweep.report.summary import build_summary
+from servesweep.tools.samples import result_doc
+
+GARBAGE = {"truncated": '{"schema": "servesweep.result/2", "iden', "list": "[1, 2, 3]", "empty": ""}
+
+
+@pytest.fixture
+def results(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    good = Path("results/fast/c4.json")
+    good.parent.mkdir(parents=True)
+    good.write_text(json.dumps(result_doc("fast", 4, 0.2, 17000.0)))
+    bad = []
+    for i, text in enumerate(GARBAGE.values()):
+        p = Path(f"results/fast/c{8 + i}.json")
+        p.write_text(text)
+        bad.append(p)
+    points = [{"recipe": "fast", "concurrency": int(p.stem[1:]), "result": str(p), "scenario": "chat",
+               "log_dir": f"logs/fast/{p.stem}"} for p in [good, *bad]]  # fmt: skip
+    sel = Path("sel.json")
+    sel.write_text(json.dumps({"cluster": "local", "points": points, "slo": {}}))
+    return good, bad, sel
+
+
+def test_summary_names_unreadable_results_and_keeps_the_rest(results, capsys):
+    good, bad, sel = results
+    build_summary([good, *bad], sel, Path("results/summary.md"))
+    md, err = Path("results/summary.md").read_text(), capsys.readouterr().err
+    assert "## Unreadable results" in md and "[fast](fast/c4.json)" in md
+    for p in bad:
+        assert f"| {p} " in md and f"servesweep: {p}: left out of the summary" in err
+
+
+def test_unreadable_results_are_moved_aside_so_they_rerun(results):
+    good, bad, _ = results
+    lines = why.quarantine(Path.cwd(), ["fast"])
+    assert len(lines) == len(bad) and good.exists()
+    for p in bad:
+        assert not p.exists() and p.with_name(p.name + ".unreadable-1").exists()
+
+
+def test_garbage_capacity_files_are_left_out_with_a_warning(tmp_path, capsys):
+    bad = tmp_path / "capacity.json"
+    for text in ("[]", "{}", '{"schema": "servesweep.capacity/1"', "null"):
+        bad.write_text(text)
+        assert load_capacities([bad]) == []
+        assert f"{bad}: left out of the capacity table" in capsys.readouterr().err
+
+
+def test_capacity_rule_names_a_garbage_probe(results):
+    _, bad, _ = results
+    settings = {"recipe": "fast", "bounds": {"min": 2, "max": 32, "tolerance": 1}, "slo": {"ttft_p95_s": 0.5},
+                "scenario": "chat", "cluster": "local", "source": "recipes/fast.yaml"}  # fmt: skip
+    with pytest.raises(InputError) as e:
+        capacity_doc(settings, [str(bad[0])])
+    assert f"{bad[0]}: a probe's result is unusable" in e.value.report()
+
+
+@pytest.mark.parametrize("text", ["[]", "null", "{bad", '"x"'])
+def test_a_missing_points_file_of_any_shape_counts_as_absent(tmp_path, text):
+    p = tmp_path / "missing-local.json"
+    p.write_text(text)
+    assert _read_json(p) == {}
+
+
+def test_a_file_where_the_results_directory_belongs_fails_the_dry_run(tmp_path):
+    from helpers import copy_workflow, snakemake
+
+    wf = copy_workflow(tmp_path / "wf", ["local-agg-2x-mocker"])
+    (wf / "results").mkdir()
+    (wf / "results/local-agg-2x-mocker").write_text("not a directory")
+    r = snakemake(wf, "-n", "results/summary.md")
+    assert r.returncode != 0 and "Traceback" not in r.stdout + r.stderr
+    assert "results/local-agg-2x-mocker is not a writable directory (or a file is in its way)" in r.stderr
