@@ -295,6 +295,13 @@ CASES = [
     Case("user-hybrid-lb", "engine.args[6]", "owned by the launcher", _args("--data-parallel-hybrid-lb")),
     Case("plain-vllm-frontend", "frontend", "without the Dynamo frontend", _set("engine", {"kind": "vllm"})),
     Case("user-etcd-endpoints", "env.ETCD_ENDPOINTS", "set by the launcher", _set("env.ETCD_ENDPOINTS", "http://x:1")),
+    Case("literal-secret", "env.HF_TOKEN", "looks like a credential", _set("env.HF_TOKEN", "hf_abcdef123456")),
+    Case(
+        "literal-api-key",
+        "engine.env.WANDB_API_KEY",
+        "from_env: WANDB_API_KEY",
+        _set("engine.env", {"WANDB_API_KEY": "x"}),
+    ),
     # hostile or unlucky input: floats and dates for integers, infinities, absurd counts, deep nesting, alias bombs
     Case("float-replicas", "topology.aggregated.replicas", "whole number", _set("topology.aggregated.replicas", 2.0)),
     Case("float-tp", "topology.aggregated.tp", "whole number", _set("topology.aggregated.tp", 2.0)),

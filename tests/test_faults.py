@@ -250,20 +250,24 @@ def test_secrets_never_land_in_outputs_and_shell_strings_stay_verbatim(fwf, reli
     hostile = "a; touch PWNED1 $(touch PWNED2) `touch PWNED3` 'q\" \n second line | rm -rf /"
 
     def mutate(d):
-        d["env"]["HF_TOKEN"] = {"from_env": "HF_TOKEN", "secret": True}
         d["env"]["PROBE"] = hostile
-        d["engine"]["env"] = {"PROBE_ARG": hostile}
+        d["engine"]["env"] = {"PROBE_ARG": hostile, "HF_TOKEN": {"from_env": "HF_TOKEN", "secret": True}}
 
     name = write_recipe(fwf, "secretive", duration=20, mutate=mutate)
     with no_processes_left(fwf):
-        with running_point(fwf, name, env={"HF_TOKEN": secret}) as p:
+        with running_point(fwf, name, env={"HF_TOKEN": secret, "WANDB_API_KEY": secret}) as p:
             wait_for_text(fwf / f"logs/{name}/c2/driver.log", "bench: aiperf")
-            workers = [k for k in descendants(p.pid) if "dynamo.mocker" in " ".join(k.cmdline())]
-            assert workers
+            procs = {k: " ".join(k.cmdline()) for k in descendants(p.pid)}
+            workers = [k for k, cmd in procs.items() if "dynamo.mocker" in cmd]
+            others = [k for k, cmd in procs.items() if "dynamo.frontend" in cmd or "aiperf" in cmd]
+            assert workers and others
             for w in workers:
                 env = w.environ()
-                assert env["HF_TOKEN"] == secret  # resolved at run time for the process
+                assert env["HF_TOKEN"] == secret  # resolved at run time for the process that names it
                 assert env["PROBE"] == hostile and env["PROBE_ARG"] == hostile
+                assert "WANDB_API_KEY" not in env  # an inherited credential no section names reaches no one
+            for o in others:  # the frontend and aiperf name no secret: they get none
+                assert secret not in " ".join(o.environ().values()), procs[o]
             out, err = p.communicate(timeout=120)
         assert p.returncode == 0, err[-2000:]
         r = snakemake(fwf, "results/summary.md", env={"HF_TOKEN": secret})  # again through Snakemake

@@ -10,6 +10,7 @@ run can resolve (``run.spawn.Context``).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -46,6 +47,16 @@ def plan_source(plan_path: Path, curve_fingerprint: str) -> dict | None:
         return None
     ok = isinstance(doc, dict) and doc.get("curve_fingerprint") == curve_fingerprint
     return doc if ok and isinstance(doc.get("recipe"), dict) and isinstance(doc.get("cluster"), dict) else None
+
+
+# Environment names that hold credentials: a recipe may name them only by reference ({from_env: ...}),
+# and no process inherits them from the driver unless its own env names them.
+SECRET_NAME = re.compile(r"(^|_)(TOKEN|PASSWORD|PASSWD|SECRET|CREDENTIALS?)(_|$)|(^|_)(API_)?KEY$", re.IGNORECASE)
+
+
+def without_secrets(environ) -> dict:
+    """``environ`` without any variable whose name looks like a credential."""
+    return {k: v for k, v in environ.items() if not SECRET_NAME.search(k)}
 
 
 class PlanError(Exception):

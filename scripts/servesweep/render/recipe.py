@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..contract import SECRET_NAME
 from ..errors import InputError, Problem
 from ..yamlio import ParseCache, load_yaml, schema_problems
 from . import flags, topology
@@ -241,9 +242,17 @@ def _env_problems(recipe: Recipe) -> list[Problem]:
     env_fields += [("frontend.env", (doc.get("frontend") or {}).get("env", {}))]
     env_fields += [(f"{r.field}.env", r.env) for r in recipe.roles()]
     for fld, env in env_fields:
-        for k in env:
+        for k, v in env.items():
             if k in flags.OWNED_ENV:
                 out.append(Problem(label, f"{fld}.{k}", f"{k} is set by the launcher per process; remove it"))
+            elif SECRET_NAME.search(k) and not isinstance(v, dict):
+                out.append(
+                    Problem(
+                        label, f"{fld}.{k}",
+                        f"{k} looks like a credential: a literal value would be written into every plan; "
+                        f"name it by reference instead, {k}: {{from_env: {k}, secret: true}}",
+                    )
+                )  # fmt: skip
     for path, text in _strings(doc, ""):
         m = RESERVED_REF.search(text)
         if m:

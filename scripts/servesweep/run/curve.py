@@ -192,14 +192,34 @@ class SharedStack:
             raise PointFailed(f"stack {self.dir.name} is {st.get('state')} {when}: {st.get('message')}")
 
     def detach(self) -> None:
+        last = False
         if self._turn is not None:
             served = int(read_json(self.dir / "served.json").get("served", 0)) + 1
             write_json(self.dir / "served.json", {"served": served})
             (self.dir / "running.json").unlink(missing_ok=True)
             self._turn.close()
             self._turn = None
+            expected, searching = curve_state(self.plan)
+            last = served >= expected and not searching
         if self.dir is not None:
             (self.dir / "waiting" / str(os.getpid())).unlink(missing_ok=True)
+            if last and not waiting_points(self.dir):
+                self._wait_for_teardown()
+
+    def _wait_for_teardown(self) -> None:
+        """The curve's last point returns only once its stack is gone: when snakemake returns,
+        nothing it started is still running (the keeper stops after the expected points)."""
+        keeper = read_json(self.root / "current.json").get("keeper")
+        grace = float(os.environ.get("SERVESWEEP_GRACE_S", "5"))
+        deadline = time.monotonic() + 4 * grace + 30
+        while _alive(keeper) and time.monotonic() < deadline:
+            if waiting_points(self.dir):  # another point joined after all: the stack stays for it
+                return
+            time.sleep(0.1)
+        if _alive(keeper):
+            self.say(f"stack: keeper {keeper} still running {4 * grace + 30:.0f} s after the last point")
+        else:
+            self.say(f"stack: {self.dir.name} torn down")
 
 
 def waiting_points(stack_dir: Path) -> list[int]:

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..contract import Plan, PlanError, load_plan, plan_source, stack_reuse_allowed
+from ..contract import Plan, PlanError, load_plan, plan_source, stack_reuse_allowed, without_secrets
 from ..errors import plain_text
 from ..preflight import PreflightFailed
 from . import bench, metrics, prefix, repeats, result, server_export, slots, slurm
@@ -181,7 +181,7 @@ def _measure(plan: Plan, stack, run_dir: Path, say, cleanup: list) -> Measuremen
     argv = bench.aiperf_argv(plan, ctx, art, list(engine_urls))
     short_tmp = Path(tempfile.mkdtemp(prefix="servesweep-"))
     cleanup.append(lambda: shutil.rmtree(short_tmp, ignore_errors=True))
-    env = bench.aiperf_env(plan, run_dir, short_tmp, os.environ)
+    env = bench.aiperf_env(plan, run_dir, short_tmp, without_secrets(os.environ))  # aiperf needs no credential
     b = plan.benchmark
     say(
         f"bench: aiperf at concurrency {b.concurrency} for "

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import psutil
 
-from ..contract import Process
+from ..contract import Process, without_secrets
 from ..errors import plain_text
 
 REF = re.compile(
@@ -118,9 +118,10 @@ class Context:
         """The process env and the names whose values are secret.
 
         Values by reference are read from the driver's environment only here, at
-        spawn time: they never enter a plan, a result or a log line.
+        spawn time: they never enter a plan, a result or a log line. Credentials in the driver's
+        environment reach a process only if its own env names them.
         """
-        env = dict(os.environ if base is None else base)
+        env = without_secrets(os.environ if base is None else base)
         secret = set()
         for k, v in proc.env.items():
             if isinstance(v, dict):
