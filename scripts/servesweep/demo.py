@@ -9,6 +9,7 @@ table and grow when a capacity search adds a probe.
 from __future__ import annotations
 
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -17,14 +18,9 @@ from pathlib import Path
 
 from .paths import REPORT, SUMMARY_MD, plots_dir
 
-# what the demo runs: the mocker miniatures (aggregated, disaggregated), real vLLM on the CPU behind
-# Dynamo's frontend + KV router, and a capacity search (see README, "The two commands")
-DEMO_RECIPES = (
-    "local-agg-2x-mocker",
-    "local-disagg-1p1d-mocker",
-    "local-agg-2x-dynamo-vllm-cpu",
-    "local-agg-2x-mocker-capacity",
-)
+# what the demo runs: the aggregated mocker miniature, real vLLM on the CPU behind Dynamo's frontend +
+# KV router, and a capacity search (README, "The two commands"); the whole local sweep is one command more
+DEMO_RECIPES = ("local-agg-2x-mocker", "local-agg-2x-dynamo-vllm-cpu", "local-agg-2x-mocker-capacity")
 _OUTPUT = re.compile(r"^\s*output: results/([^/\s]+)/c(\d+)\.json")
 _FINISHED = re.compile(r"^Finished jobid: \d+ \(Rule: point\)")
 _STATS = re.compile(r"^point\s+(\d+)\s*$")
@@ -39,6 +35,7 @@ class Progress:
     done: int = 0
     running: list[str] = field(default_factory=list)
     seen: set = field(default_factory=set)
+    finished_at: list[float] = field(default_factory=list)
 
     def feed(self, line: str) -> bool:
         """Take one line of Snakemake's output; True when the progress line should be printed."""
@@ -55,6 +52,7 @@ class Progress:
             return False
         if _FINISHED.match(line):
             self.done += 1
+            self.finished_at.append(time.monotonic())
             if self.running:
                 self.running.pop(0)
             return True
@@ -63,8 +61,9 @@ class Progress:
     def line(self, now: float) -> str:
         elapsed = now - self.started_at
         left = "estimate after the first point"
-        if self.done:
-            left = f"~{_clock(elapsed / self.done * max(self.total - self.done, 0))} left"
+        if self.done:  # the median time between points: a stack's startup inflates only one of them
+            gaps = [b - a for a, b in zip([self.started_at, *self.finished_at], self.finished_at, strict=False)]
+            left = f"~{_clock(statistics.median(gaps) * max(self.total - self.done, 0))} left"
         current = self.running[0] if self.running else "–"
         return f"[servesweep] points {self.done}/{self.total} · now {current} · {_clock(elapsed)} elapsed · {left}"
 
