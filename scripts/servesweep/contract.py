@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .yamlio import schema_errors
 
-PLAN_SCHEMA = "servesweep.plan/3"
+PLAN_SCHEMA = "servesweep.plan/4"
 CONTROL_ROLES = ("etcd", "nats")  # started first, on node 0; every other process needs them
 ENGINE_ROLES = ("agg", "prefill", "decode")
 REPEAT_COOLDOWN_S = 5  # aiperf's --profile-run-cooldown-seconds between a point's repeats

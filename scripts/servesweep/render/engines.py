@@ -32,6 +32,10 @@ class ProcessSpec:
     headless: bool = False
 
 
+ETCD_USER = "root"  # etcd enables auth only with a root user; each stack's etcd is its own
+NATS_USER = "servesweep"
+
+
 @dataclass(frozen=True)
 class Planes:
     """How one stack's processes find each other: a discovery backend and an event plane.
@@ -51,10 +55,14 @@ class Planes:
         env = {"DYN_NAMESPACE": "{namespace}"}
         if self.discovery == "file":
             env["DYN_FILE_KV"] = "{run_dir}/discovery"
-        else:
+        else:  # the stack's own etcd, with the credential the driver makes when it starts the stack
             env["ETCD_ENDPOINTS"] = "http://{addr:etcd}:{port:etcd.client}"
+            env["ETCD_AUTH_USERNAME"] = ETCD_USER
+            env["ETCD_AUTH_PASSWORD"] = {"from_stack": "etcd_password"}
         if self.event_plane == "nats":
             env["NATS_SERVER"] = "nats://{addr:nats}:{port:nats.client}"
+            env["NATS_AUTH_USERNAME"] = NATS_USER
+            env["NATS_AUTH_PASSWORD"] = {"from_stack": "nats_password"}
         return env
 
 
@@ -152,8 +160,9 @@ def etcd(binary: str, alloc: PortAllocator) -> ProcessSpec:
 
 
 def nats(binary: str, alloc: PortAllocator) -> ProcessSpec:
+    """NATS with the stack's user: the driver writes its password into a 0600 config file, never argv."""
     argv = [binary, "-a", "{addr:self}", "-p", "{port:self.client}", "-m", "{port:self.monitor}"]
-    argv += ["-js", "-sd", "{run_dir}/nats"]
+    argv += ["-js", "-sd", "{run_dir}/nats", "-c", "{run_dir}/nats-auth.conf"]
     ports = {"client": alloc.take(), "monitor": alloc.take()}
     mon = "http://{addr:self}:{port:self.monitor}"
     return ProcessSpec(ports, tuple(argv), {}, f"{mon}/healthz", f"{mon}/varz")
@@ -245,7 +254,8 @@ def _dynamo_vllm(e: EngineInput, ports: dict, env: dict) -> tuple[list[str], boo
         cfg = {
             "publisher": "zmq",
             "topic": "kv-events",
-            "endpoint": "tcp://*:{port:self.kv_events}",
+            # loopback only: dynamo.vllm subscribes on 127.0.0.1 in the same node, nobody else needs it
+            "endpoint": "tcp://127.0.0.1:{port:self.kv_events}",
             "enable_kv_cache_events": True,
         }
         argv += ["--kv-events-config", json.dumps(cfg, separators=(",", ":"))]

@@ -40,6 +40,8 @@ def _fill(node, values: dict):
 
 
 def _env_value(v):
+    if isinstance(v, dict) and "from_stack" in v:  # a stack credential (render/engines.Planes)
+        return {"from_stack": v["from_stack"]}
     if isinstance(v, dict):
         return {"from_env": v["from_env"], "secret": bool(v.get("secret", True))}
     if isinstance(v, bool):

@@ -16,10 +16,10 @@ from pathlib import Path
 from ..contract import Plan, PlanError, load_plan, plan_source, stack_reuse_allowed, without_secrets
 from ..errors import plain_text
 from ..preflight import PreflightFailed
-from . import bench, metrics, prefix, repeats, result, server_export, slots, slurm
+from . import bench, credentials, metrics, prefix, repeats, result, server_export, slots, slurm
 from .curve import Invocation, SharedStack, reset_prefix_caches
 from .driver_io import Interrupted, Say, now, raise_interrupt
-from .ready import PointFailed
+from .ready import PointFailed, registration_drift
 from .spawn import LocalSpawner, MissingSecret, die_with_parent, stop_all
 from .stack import Stack
 
@@ -75,7 +75,10 @@ def _inside_workdir(path: Path, what: str) -> Path:
     return path
 
 
-FAILURES = (PointFailed, MissingSecret, slots.PortsBusy, slurm.AllocationError, PreflightFailed, ResultNotSaved)
+FAILURES = (
+    PointFailed, MissingSecret, slots.PortsBusy, slurm.AllocationError, PreflightFailed, ResultNotSaved,
+    credentials.ControlPlaneAuthError,
+)  # fmt: skip
 
 
 def run_point(plan_path: Path, result_path: Path, log_dir: Path | None = None) -> int:
@@ -157,6 +160,7 @@ class Measurement:
     caches: tuple  # (reset: bool | None, why)
     engine_urls: dict  # metrics URL aiperf scraped -> the serving process behind it
     run_exports: list  # aiperf's export of each run (one without repeats)
+    drift: list  # registration changes seen after the benchmark (gate reasons)
 
 
 def _scrape_all(plan: Plan, ctx) -> tuple[dict, dict, dict]:
@@ -206,7 +210,8 @@ def _measure(plan: Plan, stack, run_dir: Path, say, cleanup: list) -> Measuremen
     rc = aiperf.poll()
     runs = repeats.run_exports(art)
     export = repeats.merged_export(runs)
-    return Measurement(export, scrapes, rc, aiperf.log_tail(8), t_bench, t_end, art, caches, engine_urls, runs)
+    drift = registration_drift(plan, ctx)
+    return Measurement(export, scrapes, rc, aiperf.log_tail(8), t_bench, t_end, art, caches, engine_urls, runs, drift)
 
 
 def _conclude(plan: Plan, stack, m: Measurement, result_path: Path, run_dir: Path, origin: tuple, say) -> None:
@@ -219,7 +224,8 @@ def _conclude(plan: Plan, stack, m: Measurement, result_path: Path, run_dir: Pat
     figs["batch_by_role"], figs["preemptions"] = batch
     figs["repeats"] = repeats.figures(m.artifacts, m.run_exports, plan.gpus_total)
     figs["theoretical_prefix_hit"] = prefix.theoretical_hit(plan.benchmark.dataset, records, why)
-    reasons = result.gate(plan, m.export, figs, m.aiperf_rc)
+    result.traffic(plan, figs, records, why)
+    reasons = m.drift + result.gate(plan, m.export, figs, m.aiperf_rc)
     if reasons:
         tail = m.aiperf_tail if m.aiperf_rc or not m.export else ""
         raise PointFailed("invalid run: " + "; ".join(reasons) + (f"\naiperf log tail:\n{tail}" if tail else ""))

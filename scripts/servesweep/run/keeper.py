@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..contract import load_plan
 from ..preflight import PreflightFailed
+from .credentials import ControlPlaneAuthError
 from .curve import IDLE_TIMEOUT_S, _alive, _Flock, curve_state, read_json, waiting_points, write_json
 from .driver_io import Interrupted, Say, raise_interrupt
 from .ready import PointFailed
@@ -17,7 +18,7 @@ from .slurm import AllocationError
 from .spawn import MissingSecret
 from .stack import Stack
 
-STARTUP_FAILURES = (PointFailed, MissingSecret, PortsBusy, AllocationError, PreflightFailed)
+STARTUP_FAILURES = (PointFailed, MissingSecret, PortsBusy, AllocationError, PreflightFailed, ControlPlaneAuthError)
 
 
 def keep_stack(plan_path: Path, stack_dir: Path, stack_id: str, watch: int, expect: int, result: Path) -> int:

@@ -107,6 +107,21 @@ def _frontend_registrations(plan: Plan, ctx: Context) -> dict[str, dict[str, int
     return seen
 
 
+def registration_drift(plan: Plan, ctx: Context) -> list[str]:
+    """After a benchmark: every frontend must still see exactly the plan's registrations; a foreign
+    worker that joined (or one of ours that left) invalidates the point."""
+    out = []
+    for fe in plan.frontends:
+        status, body = http_get(ctx.url("http://{addr:self}:{port:self.http}/health", fe), timeout=2.0)
+        seen = registrations(body) if status == 200 else None
+        if seen != plan.expect_registrations:
+            out.append(
+                f"{fe} saw registrations {seen} at the end of the run, the plan has {plan.expect_registrations}: "
+                "a foreign or missing worker during the benchmark"
+            )
+    return out
+
+
 def wait_ready(plan: Plan, ctx: Context, handles: list[Handle], timeout_s: float, say=print) -> Readiness:
     model = plan.model["name"]
     client = ctx.resolve(plan.client_url, "")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -196,9 +197,33 @@ def _delta(before, after, name):
     return None if a is None else a - (b or 0.0)
 
 
+def traffic(plan: Plan, f: dict, records: list | None, why: dict) -> None:
+    """``requests_sent`` (aiperf's per-request export, warm-up included) and ``requests_served`` (the
+    frontends' counters, else the serving engines'), for the foreign-traffic rule of the gate."""
+    f["requests_sent"] = len(records) if records is not None else None
+    counts = list((f["requests_per_frontend"] if plan.frontends else f["requests_per_worker"]).values())
+    f["requests_served"] = int(sum(counts)) if counts and None not in counts else None
+    if f["requests_sent"] is None or f["requests_served"] is None:
+        why["requests_served"] = "aiperf's per-request export or the stack's counters are missing: traffic not compared"
+
+
+FOREIGN_MARGIN = (2, 0.01)  # requests served beyond those sent that are tolerated: absolute, share of sent
+
+
+def foreign_traffic(f: dict) -> list[str]:
+    """The stack served more requests than aiperf sent: someone else sent load during the point."""
+    sent, served = f.get("requests_sent"), f.get("requests_served")
+    if sent is None or served is None:
+        return []
+    allowed = sent + max(FOREIGN_MARGIN[0], math.ceil(FOREIGN_MARGIN[1] * sent))
+    if served <= allowed:
+        return []
+    return [f"foreign traffic: the stack served {served} requests during the run, aiperf sent {sent}"]
+
+
 def gate(plan: Plan, export: dict, f: dict, aiperf_rc: int) -> list[str]:
     """Reasons this run is not a valid result (empty list: valid)."""
-    reasons = []
+    reasons = foreign_traffic(f)
     if aiperf_rc != 0:
         reasons.append(f"aiperf exited with code {aiperf_rc}")
     if not export or "_unreadable" in export:

@@ -78,6 +78,7 @@ class Context:
     processes: dict[str, Process]
     servesweep_python: str = sys.executable
     workdir: Path = field(default_factory=Path.cwd)
+    credentials: dict = field(default_factory=dict, repr=False)  # the stack's own (run/credentials)
 
     @property
     def namespace(self) -> str:
@@ -124,7 +125,10 @@ class Context:
         env = without_secrets(os.environ if base is None else base)
         secret = set()
         for k, v in proc.env.items():
-            if isinstance(v, dict):
+            if isinstance(v, dict) and "from_stack" in v:
+                env[k] = self.credentials[v["from_stack"]]
+                secret.add(k)
+            elif isinstance(v, dict):
                 if v["from_env"] not in os.environ:
                     if rehearsal:  # mockers need no credentials
                         continue

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..contract import CONTROL_ROLES, Plan
 from ..preflight import PreflightFailed, check_plan
-from . import balancer, slots, slurm
+from . import balancer, credentials, slots, slurm
 from .ready import Readiness, check_alive, wait_healthy, wait_ready
 from .spawn import Context, Handle, LocalSpawner, SrunSpawner, stop_all
 
@@ -70,16 +70,33 @@ class Stack:
         )
         deadline = t0 + plan.readiness["timeout_s"]
         control = [p for p in plan.processes if p.role in CONTROL_ROLES]
+        self._make_credentials()
         for p in control:
             self._spawn(spawner, p)
         if control:
             wait_healthy([p.name for p in control], self.ctx, self.handles, deadline, self.say)
-            self.say(f"control plane healthy: {', '.join(p.name for p in control)}")
+            self._lock_etcd()
+            self.say(f"control plane healthy and authenticated: {', '.join(p.name for p in control)}")
         for p in plan.processes:
             if p.role not in CONTROL_ROLES:
                 self._spawn(spawner, p)
         self.timings["spawn"] = time.monotonic() - t0
         self.readiness = wait_ready(plan, self.ctx, self.handles, max(deadline - time.monotonic(), 0), self.say)
+
+    def _make_credentials(self) -> None:
+        """The stack's own control-plane credentials (0600 files in the run dir, nowhere else)."""
+        if not any(p.role in CONTROL_ROLES for p in self.plan.processes):
+            return
+        self.ctx.credentials = credentials.make(self.run_dir)
+        user = credentials.nats_user(self.plan)
+        if user:
+            credentials.write_nats_config(self.run_dir, user, self.ctx.credentials["nats_password"])
+
+    def _lock_etcd(self) -> None:
+        user = credentials.etcd_user(self.plan)
+        if user and any(p.role == "etcd" for p in self.plan.processes):
+            url = f"http://{self.ctx.addr('etcd')}:{self.ctx.port('etcd', 'client')}"
+            credentials.enable_etcd_auth(url, user, self.ctx.credentials["etcd_password"])
 
     def _placement(self):
         """(spawner, node names, node addresses, job id)."""

@@ -1,0 +1,158 @@
+"""A running stack against another user of the same host, as another job would try: the stack's
+etcd and NATS refuse anyone without the stack's credential (read, write, register), the credential
+is in no argv, log or plan, and its files are owner-only; the point itself still runs (every Dynamo
+process authenticated)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import stat
+import urllib.error
+import urllib.request
+
+import pytest
+import yaml
+
+from helpers import ROOT, copy_workflow, descendants, no_processes_left, running_point, wait_for_text, write_recipe
+
+pytestmark = pytest.mark.integration
+
+
+def _etcd_post(url: str, body: dict) -> tuple[int, str]:
+    req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def _b64(s: str) -> str:
+    return base64.b64encode(s.encode()).decode()
+
+
+def _flag(cmd: list[str], name: str) -> str:
+    return cmd[cmd.index(name) + 1]
+
+
+def _nats_answer(port: int) -> str:
+    """What NATS says to a client that connects without credentials."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.recv(4096)  # INFO
+        s.sendall(b'CONNECT {"verbose":false,"pedantic":false}\r\nPING\r\n')
+        return s.recv(4096).decode(errors="replace")
+
+
+def test_another_job_cannot_touch_the_stacks_control_plane(tmp_path, reliability):
+    reliability("security", "etcd and NATS refuse a client without the stack's credential")
+    wf = copy_workflow(tmp_path / "wf", recipes=[])
+    base = yaml.safe_load((ROOT / "recipes/local-agg-2x-mocker.yaml").read_text())
+    name = write_recipe(
+        wf,
+        base,
+        "locked",
+        duration=12,
+        mutate=lambda d: d.update(control_plane={"discovery": "etcd", "event_plane": "nats"}),
+    )
+    with no_processes_left(wf), running_point(wf, name) as p:
+        wait_for_text(wf / f"logs/{name}/c2/driver.log", "bench: aiperf")
+        procs = {k: k.cmdline() for k in descendants(p.pid)}
+        etcd = next(c for c in procs.values() if c and c[0].endswith("etcd"))
+        nats = next(c for c in procs.values() if c and "nats-server" in c[0])
+        client = _flag(etcd, "--listen-client-urls")
+        key = {"key": _b64("v1/instances/foreign"), "value": _b64("{}")}
+        for path, body in [("kv/range", {"key": _b64("v1/"), "range_end": _b64("v10")}), ("kv/put", key)]:
+            status, text = _etcd_post(f"{client}/v3/{path}", body)
+            assert status != 200 or '"error"' in text, (path, status, text)
+            assert "user name is empty" in text or "permission denied" in text or "token" in text, text
+        status, text = _etcd_post(f"{client}/v3/auth/authenticate", {"name": "root", "password": "guess"})
+        assert status != 200 or "authentication failed" in text, text
+        assert "Authorization Violation" in _nats_answer(int(_flag(nats, "-p")))
+        run_dir = wf / f"logs/{name}/c2"
+        creds = json.loads((run_dir / "credentials.json").read_text())
+        for f in ("credentials.json", "nats-auth.conf"):
+            assert stat.S_IMODE((run_dir / f).stat().st_mode) == 0o600, f
+        for cmd in procs.values():  # never on a command line
+            assert not any(v in " ".join(cmd) for v in creds.values()), cmd
+        out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err[-3000:]  # every Dynamo process authenticated to both
+    assert "control plane healthy and authenticated: etcd, nats" in err
+    for f in [*wf.glob("logs/**/*.log"), *wf.glob("results/**/*.json"), *wf.glob("*.plan.json")]:
+        assert not any(v in f.read_text(errors="replace") for v in creds.values()), f
+
+
+def _chat(port: int) -> None:
+    body = {"model": "tiny-llama", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/v1/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=30) as r:
+        r.read()
+
+
+def _free_port() -> int:
+    """A free port below 32768 (Dynamo reads DYN_SYSTEM_PORT as a signed 16-bit int)."""
+    import random
+
+    for port in random.sample(range(29000, 32000), 200):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+                return port
+            except OSError:
+                continue
+    raise AssertionError("no free port below 32768")
+
+
+def _invalid_point(tmp_path, name: str, intrude) -> str:
+    """Run one mocker point; ``intrude(procs)`` acts mid-benchmark; return the driver's stderr."""
+    wf = copy_workflow(tmp_path / "wf", recipes=[])
+    base = yaml.safe_load((ROOT / "recipes/local-agg-2x-mocker.yaml").read_text())
+    write_recipe(wf, base, name, duration=20)  # long enough for an intruder to start under load
+    with no_processes_left(wf), running_point(wf, name) as p:
+        wait_for_text(wf / f"logs/{name}/c2/driver.log", "bench: aiperf")
+        stop = intrude({k: (k.cmdline(), k) for k in descendants(p.pid)}, wf)
+        try:
+            _, err = p.communicate(timeout=180)
+        finally:
+            stop()
+    assert p.returncode == 1 and not (wf / f"results/{name}/c2.json").exists(), err[-3000:]
+    return err
+
+
+def test_foreign_requests_mid_benchmark_invalidate_the_point(tmp_path, reliability):
+    reliability("security", "foreign requests mid-benchmark")
+
+    def intrude(procs, wf):
+        fe = next(c for c, _ in procs.values() if "dynamo.frontend" in " ".join(c))
+        for _ in range(20):
+            _chat(int(_flag(fe, "--http-port")))
+        return lambda: None
+
+    err = _invalid_point(tmp_path, "intruded", intrude)
+    assert "foreign traffic: the stack served" in err and "aiperf sent" in err
+
+
+def test_a_foreign_worker_registering_mid_benchmark_invalidates_the_point(tmp_path, reliability):
+    reliability("security", "foreign registration mid-benchmark")
+    import subprocess
+
+    def intrude(procs, wf):
+        cmd, proc = next((c, k) for c, k in procs.values() if "dynamo.mocker" in " ".join(c))
+        cmd = list(cmd)
+        cmd[cmd.index("--zmq-kv-events-ports") + 1] = str(_free_port())
+        env = dict(proc.environ(), DYN_SYSTEM_PORT=str(_free_port()))
+        log = open(wf / "rogue.log", "w")  # noqa: SIM115 - closed in stop()
+        rogue = subprocess.Popen(cmd, cwd=wf, env=env, stdout=log, stderr=log, start_new_session=True)
+
+        def stop():
+            rogue.kill()
+            rogue.wait(timeout=30)
+            log.close()
+
+        return stop
+
+    err = _invalid_point(tmp_path, "joined", intrude)
+    assert "a foreign or missing worker during the benchmark" in err
