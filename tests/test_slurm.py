@@ -31,11 +31,8 @@ def cluster():
         if os.environ.get("SERVESWEEP_REQUIRE_SLURM"):
             pytest.fail(f"Slurm tests required but unavailable: {why}")
         pytest.skip(why)
-    c = SlurmCluster(nodes=3)
-    try:
-        yield c.up()
-    finally:
-        c.down()
+    with SlurmCluster(nodes=3) as c:  # waits for another suite's test cluster on this host, never tears it down
+        yield c
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ Usable as a context manager, or from the shell: ``python tests/slurm/cluster.py 
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import signal
@@ -216,10 +217,41 @@ PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         shutil.rmtree(self.d / "state", ignore_errors=True)
 
     def __enter__(self):
-        return self.up()
+        self._host_lock()
+        try:
+            return self.up()
+        except BaseException:
+            self._release()
+            raise
 
     def __exit__(self, *exc):
-        self.down()
+        try:
+            self.down()
+        finally:
+            self._release()
+
+    # /etc/slurm, the bridge and the node namespaces are host-wide: a second suite on this host (or a
+    # second user) waits for the first's test cluster to be gone instead of tearing it down.
+    LOCK = Path("/run/lock/servesweep-slurm-test-cluster.lock")
+
+    def _host_lock(self, timeout: float = 1800) -> None:
+        self.LOCK.parent.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = os.open(self.LOCK, os.O_CREAT | os.O_RDWR, 0o600)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"another Slurm test cluster held {self.LOCK} for {timeout:.0f} s") from None
+                time.sleep(1)
+
+    def _release(self) -> None:
+        fd = getattr(self, "_lock_fd", None)
+        if fd is not None:
+            os.close(fd)
+            self._lock_fd = None
 
 
 def _wait_dead(pid: int, timeout: float = 10) -> None:
