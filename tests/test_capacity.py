@@ -113,15 +113,20 @@ def test_an_undecided_search_or_a_foreign_result_writes_nothing(tmp_path):
 
 def _cap(recipe: str, capacity: int | None, tps: float, slo: dict = SLO, tolerance: int = 2) -> dict:
     return {
+        "schema": "servesweep.capacity/1",
         "recipe": recipe,
         "scenario": "chat",
+        "cluster": "local",
         "slo": slo,
         "bounds": {"min": 2, "max": 64, "tolerance": tolerance},
         "capacity": capacity,
         "lowest_miss": None if capacity is None else capacity + tolerance,
         "outcome": "within tolerance",
         "at_capacity": {"total_tps_per_gpu": tps, "req_s": 3.0},
-        "probes": [{"concurrency": 2}, {"concurrency": capacity or 2}],
+        "probes": [
+            {"concurrency": c, "met": True, "verdicts": [], "result": f"results/{recipe}/c{c}.json"}
+            for c in (2, capacity or 2)
+        ],
     }
 
 
