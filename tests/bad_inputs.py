@@ -302,6 +302,9 @@ CASES = [
         "from_env: WANDB_API_KEY",
         _set("engine.env", {"WANDB_API_KEY": "x"}),
     ),
+    Case(
+        "reset-without-effect", "stack.reset_prefix_cache", "does nothing", _set("stack", {"reset_prefix_cache": True})
+    ),
     # hostile or unlucky input: floats and dates for integers, infinities, absurd counts, deep nesting, alias bombs
     Case("float-replicas", "topology.aggregated.replicas", "whole number", _set("topology.aggregated.replicas", 2.0)),
     Case("float-tp", "topology.aggregated.tp", "whole number", _set("topology.aggregated.tp", 2.0)),

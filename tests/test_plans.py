@@ -43,7 +43,7 @@ def test_gemma4_two_tp4_replicas_on_one_node():
     for e in engines:
         cfg = json.loads(e["argv"][e["argv"].index("--kv-events-config") + 1])
         assert e["ports"]["kv_events"]["count"] == 1  # dp 1: a block of one
-        assert cfg["endpoint"] == "tcp://*:{port:self.kv_events}"
+        assert cfg["endpoint"] == "tcp://127.0.0.1:{port:self.kv_events}"  # loopback: only dynamo.vllm subscribes
         assert e["argv"][:3] == ["python3", "-m", "dynamo.vllm"]
         assert e["argv"][e["argv"].index("--tensor-parallel-size") + 1] == "4"
         assert e["env"]["DYN_PARSER_VERSION"] == "2"

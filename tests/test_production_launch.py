@@ -41,8 +41,9 @@ def resolved(name: str):
     plan = Plan.from_json(plan_of(name))
     addrs = [f"10.1.0.{i + 1}" for i in range(plan.nodes)]
     ctx = Context(
-        addrs, [f"n{i}" for i in range(plan.nodes)], 0, "77", Path("/w/logs/x"), {p.name: p for p in plan.processes}
-    )
+        addrs, [f"n{i}" for i in range(plan.nodes)], 0, "77", Path("/w/logs/x"), {p.name: p for p in plan.processes},
+        credentials={"etcd_password": "e-test", "nats_password": "n-test"},
+    )  # fmt: skip
     procs = {}
     for p in plan.processes:
         env, _ = ctx.env(p, base={}, rehearsal=True)

@@ -23,7 +23,10 @@ def ctx_for(plan: Plan, names=None, shift=0):
     names = names or [f"node{i:02d}" for i in range(n)]
     procs = {p.name: p for p in plan.processes}
     ips = [f"10.0.0.{i + 1}" for i in range(n)]
-    return Context(ips, names, shift, "4242", Path("/work/wf/logs/x/c1"), procs, workdir=Path("/work/wf"))
+    creds = {"etcd_password": "e-test", "nats_password": "n-test"}
+    return Context(
+        ips, names, shift, "4242", Path("/work/wf/logs/x/c1"), procs, workdir=Path("/work/wf"), credentials=creds
+    )
 
 
 def test_srun_lines_for_a_container_recipe():
@@ -74,7 +77,7 @@ def test_multi_node_processes_go_to_their_nodes_and_reach_each_other_by_address(
     assert env["ETCD_ENDPOINTS"] == f"http://10.0.0.1:{by['etcd'].ports['client'].port + 512}"
     assert "DYN_FILE_KV" not in env
     assert env["DYN_NAMESPACE"] == ctx.namespace
-    assert "HF_TOKEN" not in env and not secret  # rehearsal: no credentials needed
+    assert "HF_TOKEN" not in env and secret == {"ETCD_AUTH_PASSWORD"}  # rehearsal: only the stack's own
 
 
 def test_secret_by_reference_resolves_only_at_spawn(monkeypatch):
@@ -82,7 +85,7 @@ def test_secret_by_reference_resolves_only_at_spawn(monkeypatch):
     doc = plan_of("dsv4-pro-gb300-1p1d-pdep8-ddep8-mtp")
     plan = Plan.from_json(doc)
     env, secret = ctx_for(plan).env(plan.process("prefill-0-n0"), base={})
-    assert env["HF_TOKEN"] == "hf_abc" and secret == {"HF_TOKEN"}
+    assert env["HF_TOKEN"] == "hf_abc" and secret == {"HF_TOKEN", "ETCD_AUTH_PASSWORD"}
     assert "hf_abc" not in canonical(doc)
 
 

@@ -6,9 +6,12 @@ makes one edit and checks which points the dry run would rerun.
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
+
+from servesweep.tools.samples import result_doc
 
 from helpers import LOCAL_RECIPES, copy_workflow, snakemake
 
@@ -41,7 +44,9 @@ def settled(tmp_path):
     assert stale_points(wf) == ALL_POINTS
     for p in ALL_POINTS | {"results/summary.md", "results/summary.csv"}:
         (wf / p).parent.mkdir(parents=True, exist_ok=True)
-        (wf / p).write_text("{}\n")
+        recipe, conc = p.split("/")[1], p.rsplit("/c", 1)[-1].removesuffix(".json")
+        # a result must be a valid result document (an unusable one is moved aside and reruns)
+        (wf / p).write_text(json.dumps(result_doc(recipe, int(conc), 0.1, 100.0)) if conc.isdigit() else "{}\n")
     r = snakemake(wf, "--touch", "results/summary.md")
     assert r.returncode == 0, r.stderr
     assert stale_points(wf) == set()

@@ -35,11 +35,12 @@ def _vllm(e: EngineInput) -> ProcessSpec:
         argv.append("--headless")
     env = {
         "CUDA_VISIBLE_DEVICES": ",".join(map(str, s.gpus)),
-        "VLLM_SERVER_DEV_MODE": "1",  # POST /reset_prefix_cache between the points of a warm stack
         "VLLM_CACHE_ROOT": "{run_dir}/cache/vllm",
         "XDG_CACHE_HOME": "{run_dir}/cache",
     }
     env.update(vllm_cpu_env(e))
+    if (e.doc.get("stack") or {}).get("reset_prefix_cache"):  # opt-in: dev mode opens admin endpoints too
+        env["VLLM_SERVER_DEV_MODE"] = "1"  # POST /reset_prefix_cache between the points of a warm stack
     return _spec(ports, argv + e.user_args, env, headless)
 
 

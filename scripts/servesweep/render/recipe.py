@@ -191,6 +191,9 @@ def _engine_problems(recipe: Recipe) -> list[Problem]:
             out.append(Problem(label, "topology.disaggregated", reason))
         if "frontend" in doc:
             out.append(Problem(label, "frontend", f"plain {kind} runs without the Dynamo frontend (nginx balances)"))
+    if (doc.get("stack") or {}).get("reset_prefix_cache") and kind != "vllm":
+        reason = f"only plain vllm can reset its prefix cache (dev mode); {kind} offers no reset, so this does nothing"
+        out.append(Problem(label, "stack.reset_prefix_cache", reason))
     if kind == "dynamo.sglang" and not recipe.disaggregated and roles[0].workers > 1:
         reason = "dynamo.sglang supports one replica behind the frontend; use replicas: 1"
         out.append(Problem(label, "topology.aggregated.replicas", reason))
