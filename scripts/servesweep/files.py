@@ -10,6 +10,14 @@ _UMASK = os.umask(0o022)
 os.umask(_UMASK)  # read once; mkstemp makes 0600 files, a plain open() would honour the umask
 
 
+def private_outputs() -> None:
+    """From here on everything this process (and what it starts) writes is owner-only: plans,
+    results, logs, caches. On a shared cluster filesystem no one else reads or alters a measurement."""
+    global _UMASK
+    os.umask(0o077)
+    _UMASK = 0o077
+
+
 def write_if_changed(path: Path, text: str) -> bool:
     """Atomic write (temp + rename) only when content differs; True if written."""
     path, data = Path(path), text.encode()

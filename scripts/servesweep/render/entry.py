@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from ..errors import InputError, Problem
+from ..files import private_outputs
 from . import why
 from .workflow import Selection, batch_step_tasks, selection_file
 
@@ -83,6 +84,7 @@ def load_or_exit(
 ) -> Selection | SubmittedPlans:
     """For the Snakefile: validate, write the plans; a clean report and exit 2 instead of a traceback.
     In a job's nested snakemake, only read what the main process wrote."""
+    private_outputs()
     if not main_process:
         return SubmittedPlans(root, cluster)
     try:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..contract import Plan, PlanError, load_plan, plan_source, stack_reuse_allowed, without_secrets
 from ..errors import plain_text
+from ..files import private_outputs
 from ..preflight import PreflightFailed
 from . import bench, credentials, metrics, prefix, repeats, result, server_export, slots, slurm
 from .curve import Invocation, SharedStack, reset_prefix_caches
@@ -82,6 +83,7 @@ FAILURES = (
 
 
 def run_point(plan_path: Path, result_path: Path, log_dir: Path | None = None) -> int:
+    private_outputs()
     try:
         plan = load_plan(plan_path)
     except PlanError as e:
