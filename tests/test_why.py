@@ -17,7 +17,7 @@ import sys
 import pytest
 import yaml
 
-from helpers import ROOT, copy_workflow, no_processes_left, snakemake, write_recipe
+from helpers import ROOT, copy_workflow, no_processes_left, snakemake, stray_processes, write_recipe
 
 pytestmark = pytest.mark.integration
 
@@ -30,9 +30,11 @@ def measured(tmp_path_factory):
     wf = copy_workflow(tmp_path_factory.mktemp("why") / "wf", [])
     base = yaml.safe_load((ROOT / "recipes/local-agg-2x-mocker.yaml").read_text())
     write_recipe(wf, base, NAME, conc=(2, 4), duration=3)
-    with no_processes_left(wf):
+    with no_processes_left(wf) as since:
         r = snakemake(wf, *POINTS)
+        left = stray_processes(since, wf)  # at once: the last point returns only after its stack is gone
     assert r.returncode == 0, r.stderr[-3000:]
+    assert left == [], left
     return wf
 
 
