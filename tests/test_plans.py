@@ -253,3 +253,17 @@ def test_no_binding_coincides_for_any_recipe_on_any_cluster(rehearsal):
         for cluster in load_recipe(f).clusters:
             p = Plan.from_json(plan_of(f.stem, cluster=cluster, rehearsal=rehearsal))
             assert binding_collisions(p.processes, one_host=rehearsal or p.launcher == "local") == [], f.stem
+
+
+def test_a_container_side_trace_reaches_aiperf_as_its_host_path():
+    """Seed 000 on hcm-hgx02: trace_dir is /traces, the container side of /lustre/traces:/traces; aiperf
+    runs on the host, so the plan hands it the host side (the model stays container-side: engines read it)."""
+    from servesweep.contract import host_side
+
+    plan = plan_of("gemma4-livekit-2tp4-dyn-vllm-prod", cluster="hcm-hgx02")
+    assert plan["benchmark"]["dataset"]["path"] == "/lustre/traces/livekit/v1.1-warm.jsonl"
+    assert plan["model"]["path"].startswith("/models/")
+    mounts = ["/lustre/models:/models:ro", "/lustre/traces:/traces/"]
+    assert host_side("/traces/a/b.jsonl", mounts) == "/lustre/traces/a/b.jsonl"
+    assert host_side("/traces", mounts) == "/lustre/traces"
+    assert host_side("/tracesX/a", mounts) is None and host_side("/opt/x", mounts) is None

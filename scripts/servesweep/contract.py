@@ -59,6 +59,17 @@ def without_secrets(environ) -> dict:
     return {k: v for k, v in environ.items() if not SECRET_NAME.search(k)}
 
 
+def host_side(path: str, mounts: list[str] | tuple[str, ...]) -> str | None:
+    """The path model, in one place: where a path a container process sees lies on the host, through
+    the container's mounts (``host:inside[:flags]``); None when it lies only inside the image."""
+    for m in mounts:
+        host, inside = m.split(":")[:2]
+        inside = inside.rstrip("/") or "/"
+        if path == inside or path.startswith(inside + "/"):
+            return host.rstrip("/") + path[len(inside) :]
+    return None
+
+
 class PlanError(Exception):
     """A plan file the run side cannot use; the message names the file and why."""
 

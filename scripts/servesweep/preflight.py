@@ -11,7 +11,7 @@ import os
 import shutil
 from pathlib import Path
 
-from .contract import Plan
+from .contract import Plan, host_side
 from .errors import Problem
 
 
@@ -22,14 +22,11 @@ class PreflightFailed(Exception):
 
 
 def _host_path(path: str, workdir: Path, mounts: list[str]) -> Path | None:
-    """Where a path a process sees lies on the host (None: only inside the image)."""
+    """Where a path an engine process sees lies on the host (None: only inside the image)."""
     if not mounts:
         return workdir / path
-    for m in mounts:
-        host, inside = m.split(":")[:2]
-        if path == inside or path.startswith(inside.rstrip("/") + "/"):
-            return Path(host + path[len(inside.rstrip("/")) :])
-    return None
+    host = host_side(path, mounts)
+    return None if host is None else Path(host)
 
 
 def _executable(cmd: str, workdir: Path) -> bool:

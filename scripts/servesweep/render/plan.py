@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..contract import PLAN_SCHEMA, REPEAT_COOLDOWN_S, Process
+from ..contract import PLAN_SCHEMA, REPEAT_COOLDOWN_S, Process, host_side
 from ..encode import digest, encode, encode_key
 from ..errors import InputError, Problem
 from . import engines, plain, topology
@@ -73,6 +73,10 @@ def _benchmark(doc: dict, conc: int, cluster: Cluster, rehearsal: Cluster | None
         duration, requests = (min(duration, cap), None) if duration else (None, min(requests, conc * 4))
         warmup = {"requests": min(warmup.get("requests", 0), conc)} if warmup else {}
     (kind, ds), *_ = dataset.items()
+    if "path" in ds and doc.get("image") and cluster.container_runtime and rehearsal is None:
+        # the recipe names the path its engines see (placeholders are container-side); aiperf runs on the host
+        host = host_side(ds["path"], cluster.container_mounts)
+        ds = {**ds, "path": host} if host is not None else ds
     return {
         "endpoint": scen.get("endpoint", "chat"),
         "streaming": True,

@@ -264,8 +264,14 @@ def _env_problems(recipe: Recipe) -> list[Problem]:
 
 
 def cluster_problems(recipe: Recipe, cluster: Cluster) -> list[Problem]:
-    """Meaning checks against one cluster: placeholders and placement."""
+    """Meaning checks against one cluster: placeholders, placement, and fields it cannot honour."""
     out = []
+    if recipe.doc.get("image") and not cluster.container_runtime:
+        reason = (
+            f"cluster {cluster.name!r} has no container runtime ({cluster.source}: container.runtime): the image "
+            "would be ignored and the processes would run from the host's environment; remove image for this cluster"
+        )
+        out.append(Problem(recipe.source, "image", reason))
     for name, fields in sorted(placeholders_in(recipe.doc).items()):
         if name in RUNTIME_PLACEHOLDERS or name in cluster.placeholders:
             continue
