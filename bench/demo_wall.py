@@ -1,5 +1,5 @@
-"""Whole local demo: wall time of the README's sweep on a warm machine (venvs built), each run
-from a fresh copy of the workflow (no results, no plans)."""
+"""Whole local demo: wall time of `make demo`'s sweep (the recipes `python -m servesweep demo` runs)
+on a warm machine (venvs built), each run from a fresh copy of the workflow (no results, no plans)."""
 
 from __future__ import annotations
 
@@ -8,18 +8,20 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import BIN, LOCAL_RECIPES, copy_workflow, header, snakemake, stats
+from servesweep.demo import DEMO_RECIPES
+
+from common import BIN, copy_workflow, header, snakemake, stats
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=1)
     a = ap.parse_args()
     header("whole local demo", f"{BIN}/python bench/demo_wall.py --reps {a.reps}")
     walls, points = [], 0
     for i in range(a.reps):
         with tempfile.TemporaryDirectory() as tmp:
-            wf = copy_workflow(Path(tmp) / f"wf{i}", LOCAL_RECIPES)
+            wf = copy_workflow(Path(tmp) / f"wf{i}", list(DEMO_RECIPES))
             t = time.perf_counter()
             r = snakemake(wf, "results/summary.md", timeout=1800)
             walls.append(time.perf_counter() - t)
