@@ -306,6 +306,18 @@ CASES = [
         "reset-without-effect", "stack.reset_prefix_cache", "does nothing", _set("stack", {"reset_prefix_cache": True})
     ),
     Case("image-on-local", "image", "has no container runtime", _set("image", "vllm/vllm-openai:v0.32.0")),
+    Case(
+        "abbreviated-owned-frontend-flag",
+        "frontend.args[0]",
+        "--http-h abbreviates --http-host",
+        _set("frontend.args", ["--http-h", "0.0.0.0"]),
+    ),
+    Case(
+        "abbreviated-owned-engine-flag",
+        "engine.args[6]",
+        "--data-parallel-addr abbreviates",
+        _args("--data-parallel-addr", "10.0.0.1"),
+    ),
     # hostile or unlucky input: floats and dates for integers, infinities, absurd counts, deep nesting, alias bombs
     Case("float-replicas", "topology.aggregated.replicas", "whole number", _set("topology.aggregated.replicas", 2.0)),
     Case("float-tp", "topology.aggregated.tp", "whole number", _set("topology.aggregated.tp", 2.0)),

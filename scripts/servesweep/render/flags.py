@@ -120,6 +120,21 @@ def iter_flags(args: list):
         yield a, (str(nxt) if is_value else None), i
 
 
+def owned_match(flag: str, owned: dict) -> tuple[str, str] | None:
+    """(owned flag, why) if ``flag`` is one, or an abbreviation of one: the engines' argparse parsers
+    expand unique prefixes (`--http-h` is `--http-host`), so a prefix of an owned flag is refused too,
+    whether or not a parser checks the recipe (no other flag of theirs is a prefix of an owned one)."""
+    if flag in owned:
+        return flag, owned[flag]
+    if flag.startswith("--") and len(flag) >= 4:
+        full = sorted(f for f in owned if f.startswith(flag))
+        if full:
+            return full[0], f"{flag} abbreviates {' / '.join(full)}, which the engine's parser would accept; " + owned[
+                full[0]
+            ]
+    return None
+
+
 def owned_flag_problems(kind: str, args: list, field: str, multi_replica: bool) -> list[tuple[str, str]]:
     out = []
     for flag, _, i in iter_flags(args):
@@ -133,14 +148,12 @@ def owned_flag_problems(kind: str, args: list, field: str, multi_replica: bool) 
                     )
                 )
             continue
-        if flag in _ENGINE_OWNED:
-            out.append((f"{field}[{i}]", f"{flag} is owned by the launcher: {_ENGINE_OWNED[flag]}"))
+        hit = owned_match(flag, _ENGINE_OWNED)
+        if hit:
+            out.append((f"{field}[{i}]", f"{hit[0]} is owned by the launcher: {hit[1]}"))
     return out
 
 
 def owned_frontend_flag_problems(args: list) -> list[tuple[str, str]]:
-    return [
-        (f"frontend.args[{i}]", f"{flag} is owned by the launcher: {_FRONTEND_OWNED[flag]}")
-        for flag, _, i in iter_flags(args)
-        if flag in _FRONTEND_OWNED
-    ]
+    hits = [(i, owned_match(flag, _FRONTEND_OWNED)) for flag, _, i in iter_flags(args)]
+    return [(f"frontend.args[{i}]", f"{h[0]} is owned by the launcher: {h[1]}") for i, h in hits if h]
