@@ -247,13 +247,16 @@ def _conclude(plan: Plan, stack, m: Measurement, result_path: Path, run_dir: Pat
     )  # fmt: skip
     doc = result.document(plan, figs, why, m.export, facts) | {"source": source}
     _write_or_keep(doc, result_path, run_dir, m.artifacts)
-    (run_dir / "failure.json").unlink(missing_ok=True)
-    say(
-        f"result {result_path}: {figs['requests_completed']} requests, "
-        f"{_num(figs['request_throughput'], 2)} req/s, TTFT p95 {_num(figs['ttft_s']['p95'], 3)} s, "
-        f"cache read {_pct(figs['cache_read_share'])}, per worker {figs['requests_per_worker']}, "
-        f"per frontend {figs['requests_per_frontend']} (stack {info.id}, point {stack.position} on it)"
-    )
+    try:  # the result is written: nothing after this may fail the point
+        (run_dir / "failure.json").unlink(missing_ok=True)
+        say(
+            f"result {result_path}: {figs['requests_completed']} requests, "
+            f"{_num(figs['request_throughput'], 2)} req/s, TTFT p95 {_num(figs['ttft_s']['p95'], 3)} s, "
+            f"cache read {_pct(figs['cache_read_share'])}, per worker {figs['requests_per_worker']}, "
+            f"per frontend {figs['requests_per_frontend']} (stack {info.id}, point {stack.position} on it)"
+        )
+    except Exception as e:  # noqa: BLE001
+        print(f"servesweep: result {result_path} written; reporting it failed: {e}", file=sys.stderr)
 
 
 def _write_or_keep(doc: dict, result_path: Path, run_dir: Path, artifacts: Path) -> None:
