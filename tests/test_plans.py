@@ -267,3 +267,18 @@ def test_a_container_side_trace_reaches_aiperf_as_its_host_path():
     assert host_side("/traces/a/b.jsonl", mounts) == "/lustre/traces/a/b.jsonl"
     assert host_side("/traces", mounts) == "/lustre/traces"
     assert host_side("/tracesX/a", mounts) is None and host_side("/opt/x", mounts) is None
+
+
+def test_the_runtime_reference_grammar_is_defined_once_and_documented():
+    """contract.RUNTIME_REF is the grammar every side uses; the contract's docstring names each reference."""
+    from servesweep import contract
+    from servesweep.render import engine_args, recipe
+    from servesweep.run import spawn
+
+    assert spawn.REF is contract.RUNTIME_REF and engine_args.RUNTIME_REF is contract.RUNTIME_REF
+    assert recipe.RUNTIME_REF is contract.RUNTIME_REF
+    for kind in contract.REF_KINDS:
+        assert f"{{{kind}:" in contract.__doc__, kind
+    for name in contract.REF_NAMES:
+        assert f"{{{name}}}" in contract.__doc__, name
+    assert "port_base" not in contract.__doc__

@@ -2,21 +2,27 @@
 
 Render writes a plan as canonical JSON (``schemas/plan.schema.yaml``); the run side
 loads it here into frozen dataclasses and reads nothing else. Strings may hold
-runtime references (``{addr:NAME}``, ``{port:NAME.PORT}``, ``{port_base:NAME.PORT}``,
-``{job_id}``, ``{run_dir}``, ``{workdir}``, ``{servesweep_python}``) that only the
-run can resolve (``run.spawn.Context``).
+runtime references that only the run can resolve (``run.spawn.Context``), defined once
+below (``RUNTIME_REF``): ``{addr:PROC}``, ``{port:PROC.PORT}``, ``{rank_port:PROC.PORT}``
+(the first DP rank's port of a block), ``{job_id}``, ``{run_dir}``, ``{workdir}``,
+``{namespace}``, ``{servesweep_python}``; ``PROC`` may be ``self``.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 from .yamlio import schema_errors
 
 PLAN_SCHEMA = "servesweep.plan/4"
+# The runtime-reference grammar: {KIND:PROC[.PORT]} or {NAME}; only the run resolves them.
+REF_KINDS = ("addr", "port", "rank_port")
+REF_NAMES = ("job_id", "run_dir", "workdir", "namespace", "servesweep_python")
+RUNTIME_REF = re.compile(rf"\{{({'|'.join(REF_KINDS)}):([A-Za-z0-9_.-]+)\}}|\{{({'|'.join(REF_NAMES)})\}}")
+USER_REF_NAMES = ("job_id", "run_dir")  # the ones a recipe may write too
 CONTROL_ROLES = ("etcd", "nats")  # started first, on node 0; every other process needs them
 ENGINE_ROLES = ("agg", "prefill", "decode")
 REPEAT_COOLDOWN_S = 5  # aiperf's --profile-run-cooldown-seconds between a point's repeats
@@ -212,9 +218,6 @@ class Plan:
     def all_ports(self) -> list[int]:
         """Every port any process of the plan binds (before the run's slot shift)."""
         return sorted({n for p in self.processes for b in p.ports.values() for n in b.bound})
-
-
-FIELDS = tuple(f.name for f in fields(Plan))
 
 
 def load_plan(path: Path) -> Plan:

@@ -18,13 +18,12 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..contract import ENGINE_ROLES
+from ..contract import ENGINE_ROLES, RUNTIME_REF
 from ..errors import Problem
 from .flags import iter_flags
 from .recipe import Recipe
 
 SCRIPT = Path(__file__).resolve().parents[1] / "tools" / "argcheck.py"
-_REF = re.compile(r"\{(addr|port|rank_port):[A-Za-z0-9_.-]+\}|\{(job_id|run_dir|workdir|namespace)\}")
 _SAMPLES = {"addr": "127.0.0.1", "port": "20000", "rank_port": "20000", "job_id": "1"}
 _FLAG = re.compile(r"--[A-Za-z0-9][A-Za-z0-9_.-]*")
 
@@ -40,7 +39,7 @@ class ArgReport:
 
 
 def _sample(arg: str) -> str:
-    return _REF.sub(lambda m: _SAMPLES.get(m.group(1) or m.group(2), "/tmp/servesweep-sample"), arg)
+    return RUNTIME_REF.sub(lambda m: _SAMPLES.get(m.group(1) or m.group(3), "/tmp/servesweep-sample"), arg)
 
 
 @dataclass(frozen=True)

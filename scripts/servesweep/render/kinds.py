@@ -9,7 +9,6 @@ from __future__ import annotations
 
 DYNAMO_KINDS = ("dynamo.vllm", "dynamo.sglang", "dynamo.trtllm", "dynamo.mocker")
 PLAIN_KINDS = ("vllm", "sglang")
-ENGINE_KINDS = PLAIN_KINDS + DYNAMO_KINDS
 
 _DYNAMO = {
     "worker_requests": {"metric": "dynamo_component_requests_total", "labels": {"dynamo_endpoint": "generate"}},

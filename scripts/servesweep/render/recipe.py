@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..contract import SECRET_NAME
+from ..contract import RUNTIME_REF, SECRET_NAME, USER_REF_NAMES
 from ..errors import InputError, Problem
 from ..yamlio import ParseCache, load_yaml, schema_problems
 from . import flags, topology
@@ -21,8 +21,7 @@ from .topology import Role
 
 # {name} placeholders; JSON objects ({"k": ...}) never match.
 PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
-RUNTIME_PLACEHOLDERS = frozenset({"job_id", "run_dir"})
-RESERVED_REF = re.compile(r"\{(?:port|addr):[^}]*\}|\{servesweep_python\}")
+RUNTIME_PLACEHOLDERS = frozenset(USER_REF_NAMES)
 
 
 @dataclass(frozen=True)
@@ -257,7 +256,7 @@ def _env_problems(recipe: Recipe) -> list[Problem]:
                     )
                 )  # fmt: skip
     for path, text in _strings(doc, ""):
-        m = RESERVED_REF.search(text)
+        m = next((m for m in RUNTIME_REF.finditer(text) if m.group(3) not in USER_REF_NAMES), None)
         if m:
             out.append(Problem(label, path, f"{m.group(0)} is reserved for the launcher's runtime references"))
     return out

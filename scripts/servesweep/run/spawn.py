@@ -19,12 +19,10 @@ from pathlib import Path
 
 import psutil
 
-from ..contract import Process, without_secrets
+from ..contract import RUNTIME_REF, Process, without_secrets
 from ..errors import plain_text
 
-REF = re.compile(
-    r"\{(addr|port|rank_port):([A-Za-z0-9_.-]+)\}|\{(job_id|run_dir|workdir|namespace|servesweep_python)\}"
-)
+REF = RUNTIME_REF
 # Runs first in every srun step (a constant script; the process argv follows
 # unchanged as "$@"). Slurm sets the step's CUDA_VISIBLE_DEVICES to the job's
 # GPUs on that node; the plan's slice (SERVESWEEP_GPUS) indexes into that list.

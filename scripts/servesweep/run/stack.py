@@ -46,13 +46,11 @@ class Stack:
         self.ctx: Context | None = None
         self.readiness: Readiness | None = None
         self.timings: dict[str, float] = {}
-        self.names: list[str] = []
 
     def start(self) -> None:
         t0 = time.monotonic()
         plan = self.plan
         spawner, names, addrs, job_id = self._placement()
-        self.names = names
         self.lease, notes = slots.lease_slot(
             plan.all_ports, plan.ports["block"], plan.ports["slots"], seed=job_id,
             host="127.0.0.1" if spawner.kind == "local" else "0.0.0.0",
