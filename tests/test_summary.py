@@ -190,7 +190,7 @@ def test_cancellations_batch_and_preemptions_are_shown(fixture_run):
 
 
 def _with_repeats(doc: dict, tps_hw: float) -> dict:
-    doc["figures"]["repeats"] = {"n": 3, "confidence_level": 0.95, "half_width": {"output_tps": tps_hw}}
+    doc["figures"]["repeats"] = {"n": 3, "confidence_level": 0.95, "runs": [], "half_width": {"output_tps": tps_hw}}
     return doc
 
 
