@@ -43,11 +43,9 @@ def main() -> None:
         for k in (
             "start->all healthy",
             "last healthy->ready (detect+smoke)",
-            "ready->bench start",
             "aiperf run",
             "aiperf run - duration - warm-up",
             "teardown",
-            "result write",
             "driver outside engines+aiperf",
             "driver peak RSS MiB",
         )
@@ -82,15 +80,12 @@ def main() -> None:
             res = json.loads((wf / f"results/p{i}.json").read_text())
             t = res["timings_s"]
             teardown = float(re.search(r"stopped in ([\d.]+) s", err).group(1))
-            write = float(re.search(r"written in ([\d.]+) s", err).group(1))
             warm_and_run = t["bench"]
             parts["start->all healthy"].append(t["ready"] - t["last_health_to_ready"])
             parts["last healthy->ready (detect+smoke)"].append(t["last_health_to_ready"])
-            parts["ready->bench start"].append(t["ready_to_bench"])
             parts["aiperf run"].append(warm_and_run)
             parts["aiperf run - duration - warm-up"].append(warm_and_run - a.duration)
             parts["teardown"].append(teardown)
-            parts["result write"].append(write)
             parts["driver outside engines+aiperf"].append(wall - t["ready"] - warm_and_run - teardown)
             parts["driver peak RSS MiB"].append(max(rss))
     for k, v in parts.items():
