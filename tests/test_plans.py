@@ -7,6 +7,7 @@ from collections import Counter
 
 import pytest
 
+from servesweep.contract import command_of
 from servesweep.encode import canonical
 
 from helpers import CLUSTERS, ROOT, plan_of, servesweep
@@ -44,7 +45,7 @@ def test_gemma4_two_tp4_replicas_on_one_node():
         cfg = json.loads(e["argv"][e["argv"].index("--kv-events-config") + 1])
         assert e["ports"]["kv_events"]["count"] == 1  # dp 1: a block of one
         assert cfg["endpoint"] == "tcp://127.0.0.1:{port:self.kv_events}"  # loopback: only dynamo.vllm subscribes
-        assert e["argv"][:3] == ["python3", "-m", "dynamo.vllm"]
+        assert command_of(e["argv"])[:3] == ["python3", "-m", "dynamo.vllm"]
         assert e["argv"][e["argv"].index("--tensor-parallel-size") + 1] == "4"
         assert e["env"]["DYN_PARSER_VERSION"] == "2"
         assert "--max-num-batched-tokens" in e["argv"] and "--prefix-cache-retention-interval" in e["argv"]
@@ -154,7 +155,7 @@ def test_local_recipes_render_mocker_stacks():
     assert roles(agg) == {"frontend": 1, "agg": 2}
     assert agg["expect_registrations"] == {"backend": 2}
     assert agg["discovery"]["backend"] == "file"  # one host: Dynamo's file store is enough
-    assert agg["processes"][1]["argv"][:3] == [".venvs/engine/bin/python", "-m", "dynamo.mocker"]
+    assert command_of(agg["processes"][1]["argv"])[:3] == [".venvs/engine/bin/python", "-m", "dynamo.mocker"]
     dis = plan_of("local-disagg-1p1d-mocker", 4)
     assert roles(dis) == {"frontend": 1, "prefill": 1, "decode": 1}
     assert dis["expect_registrations"] == {"backend": 1, "prefill": 1}
@@ -214,7 +215,7 @@ def test_rehearsal_keeps_layout_but_runs_mockers():
     assert reh["image"] is None and reh["launcher"] == "local" and reh["rehearsal"]
     assert reh["benchmark"]["concurrency"] <= CLUSTERS["local"].rehearsal_max_concurrency
     assert reh["benchmark"]["duration_s"] <= CLUSTERS["local"].rehearsal_max_duration_s
-    kinds = {x["argv"][2] if x["role"] != "etcd" else x["argv"][0] for x in reh["processes"]}
+    kinds = {command_of(x["argv"])[2] if x["role"] != "etcd" else x["argv"][0] for x in reh["processes"]}
     assert kinds == {"/usr/bin/etcd", "dynamo.frontend", "dynamo.mocker"}  # a real etcd, as in production
     assert reh["discovery"] == real["discovery"]
 

@@ -49,7 +49,11 @@ def test_srun_lines_for_a_container_recipe():
         line = sp.command(p, ctx.argv(p), ctx)
         assert any(a.startswith("--container-mounts=") and a.endswith(",/work/wf:/work/wf") for a in line), p.name
     argv = cmd[i + len(STEP_WRAPPER) :]
-    assert argv[:3] == ["python3", "-m", "dynamo.vllm"]
+    assert argv[1] == "/work/wf/logs/x/c1/preamble.py" and argv[argv.index("--") + 1 :][:3] == [
+        "python3",
+        "-m",
+        "dynamo.vllm",
+    ]
     assert argv[argv.index("--model") + 1] == "/models/gemma-4-31b-it"
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .yamlio import schema_errors
 
-PLAN_SCHEMA = "servesweep.plan/4"
+PLAN_SCHEMA = "servesweep.plan/5"
 # The runtime-reference grammar: {KIND:PROC[.PORT]} or {NAME}; only the run resolves them.
 REF_KINDS = ("addr", "port", "rank_port")
 REF_NAMES = ("job_id", "run_dir", "workdir", "namespace", "servesweep_python")
@@ -25,6 +25,7 @@ RUNTIME_REF = re.compile(rf"\{{({'|'.join(REF_KINDS)}):([A-Za-z0-9_.-]+)\}}|\{{(
 USER_REF_NAMES = ("job_id", "run_dir")  # the ones a recipe may write too
 CONTROL_ROLES = ("etcd", "nats")  # started first, on node 0; every other process needs them
 ENGINE_ROLES = ("agg", "prefill", "decode")
+PREAMBLE_SCRIPT = "{run_dir}/preamble.py"  # run/preamble.py, copied there: argv[1] of a process it wraps
 REPEAT_COOLDOWN_S = 5  # aiperf's --profile-run-cooldown-seconds between a point's repeats
 
 
@@ -74,6 +75,14 @@ def host_side(path: str, mounts: list[str] | tuple[str, ...]) -> str | None:
         if path == inside or path.startswith(inside + "/"):
             return host.rstrip("/") + path[len(inside) :]
     return None
+
+
+def command_of(argv) -> list:
+    """A process's own command: its argv without the preamble that runs first (render/preamble)."""
+    argv = list(argv)
+    if len(argv) > 1 and argv[1] == PREAMBLE_SCRIPT:
+        return argv[argv.index("--") + 1 :]
+    return argv
 
 
 class PlanError(Exception):
@@ -140,6 +149,10 @@ class Process:
                 "ports": {k: PortBlock(**v) for k, v in d["ports"].items()},
             }
         )
+
+    @property
+    def command(self) -> list[str]:
+        return command_of(self.argv)
 
     @property
     def is_engine(self) -> bool:

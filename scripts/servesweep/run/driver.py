@@ -6,20 +6,20 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..contract import Plan, PlanError, load_plan, plan_source, stack_reuse_allowed, without_secrets
+from ..contract import PREAMBLE_SCRIPT, Plan, PlanError, load_plan, plan_source, stack_reuse_allowed, without_secrets
 from ..errors import plain_text
 from ..files import private_outputs
 from ..preflight import PreflightFailed
 from . import bench, credentials, metrics, prefix, repeats, result, server_export, slots, slurm
 from .curve import Invocation, SharedStack, reset_prefix_caches
 from .driver_io import Interrupted, Say, now, raise_interrupt
+from .preamble import running_versions
 from .ready import PointFailed, registration_drift
 from .spawn import LocalSpawner, MissingSecret, die_with_parent, stop_all
 from .stack import Stack
@@ -52,21 +52,16 @@ def default_log_dir(plan: Plan) -> Path:
     return base / plan.recipe / f"c{plan.point}"
 
 
-def _engine_version(plan: Plan, local: bool) -> str | None:
-    if plan.image:
-        return plan.image.rsplit(":", 1)[-1]
-    engines = [p for p in plan.processes if p.is_engine]
-    if not local or not engines:
-        return None
-    dists = plan.server_metrics["distributions"]
-    code = "import importlib.metadata as m, sys\nfor d in sys.argv[1:]:\n try: print(d, m.version(d)); break\n"
-    code += " except m.PackageNotFoundError: pass"
-    argv = [engines[0].argv[0], "-c", code, *dists]
-    try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=20, cwd=Path.cwd())
-        return out.stdout.strip() or None
-    except OSError:
-        return None
+def _versions(plan: Plan, run_dir: str) -> dict[str, str]:
+    """What the stack's processes said they run (run/preamble), read from their logs."""
+    logs = []
+    for p in plan.processes:
+        if len(p.argv) > 1 and p.argv[1] == PREAMBLE_SCRIPT:
+            try:
+                logs.append((Path(run_dir) / f"{p.name}.log").read_text(errors="replace"))
+            except OSError:
+                continue
+    return running_versions(logs)
 
 
 def _inside_workdir(path: Path, what: str) -> Path:
@@ -243,7 +238,7 @@ def _conclude(plan: Plan, stack, m: Measurement, result_path: Path, run_dir: Pat
     stack_doc |= {"caches_reset": reset, "caches_reset_note": note}
     facts = result.RunFacts(
         info.job_id, sorted(set(info.node_names)), started_at, now(),
-        _engine_version(plan, plan.launcher == "local"), timings, os.path.relpath(m.artifacts), stack_doc,
+        _versions(plan, info.run_dir), timings, os.path.relpath(m.artifacts), stack_doc,
     )  # fmt: skip
     doc = result.document(plan, figs, why, m.export, facts) | {"source": source}
     _write_or_keep(doc, result_path, run_dir, m.artifacts)

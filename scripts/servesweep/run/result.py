@@ -291,7 +291,7 @@ class RunFacts:
     hosts: list[str]
     start_time: str
     end_time: str
-    engine_version: str | None
+    versions: dict  # package -> version, as the stack's processes reported them
     timings_s: dict
     artifacts: str
     stack: dict  # id, position, startup_s, caches_reset, caches_reset_note
@@ -322,7 +322,12 @@ def document(plan: Plan, figs: dict, why: dict, export: dict, run: RunFacts) -> 
         "hosts": run.hosts,
         "start_time": run.start_time,
         "end_time": run.end_time,
-        "tools": {"aiperf": export.get("aiperf_version"), "engine": run.engine_version, "servesweep": git_commit()},
+        "tools": {
+            "aiperf": export.get("aiperf_version"),
+            "engine": next((run.versions[d] for d in plan.server_metrics["distributions"] if d in run.versions), None),
+            "servesweep": git_commit(),
+            "running": run.versions,
+        },
     }
     counter, ttft = plan.server_metrics["worker_requests"], plan.server_metrics["ttft"]
     cache = plan.server_metrics["prefix_cache"]

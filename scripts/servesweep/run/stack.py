@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..contract import CONTROL_ROLES, Plan
 from ..preflight import PreflightFailed, check_plan
-from . import balancer, credentials, slots, slurm
+from . import balancer, credentials, preamble, slots, slurm
 from .ready import Readiness, check_alive, wait_healthy, wait_ready
 from .spawn import Context, Handle, LocalSpawner, SrunSpawner, stop_all
 
@@ -69,6 +70,7 @@ class Stack:
         deadline = t0 + plan.readiness["timeout_s"]
         control = [p for p in plan.processes if p.role in CONTROL_ROLES]
         self._make_credentials()
+        shutil.copyfile(Path(preamble.__file__), self.run_dir / "preamble.py")
         for p in control:
             self._spawn(spawner, p)
         if control:
