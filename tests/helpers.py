@@ -27,7 +27,7 @@ RELIABILITY: dict[str, list[tuple[str, bool]]] = {}  # category -> (case, passed
 STACK_PROGRAMS = (
     "dynamo.mocker", "dynamo.frontend", "aiperf", "servesweep run-point", "servesweep.run.standin",
     "/usr/bin/etcd", "nats-server", "nginx: ", "servesweep keep-stack",
-    "vllm.entrypoints", "VLLM::", "from multiprocessing", "sglang.launch_server",
+    "vllm.entrypoints", "VLLM::", "from multiprocessing", "sglang.launch_server", "mooncake_master",
 )  # fmt: skip
 
 

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import time
 
+import psutil
 import pytest
 import yaml
 
 from servesweep.run.result import validate_result
 
 from helpers import (
+    BIN,
     LOCAL_RECIPES,
     ROOT,
     assert_no_strays,
@@ -20,6 +24,7 @@ from helpers import (
     snakemake,
     stack_driver_log,
     stack_logs,
+    wait_until,
     write_recipe,
 )
 
@@ -166,14 +171,52 @@ def test_snakemake_report_holds_every_point_by_scenario_and_recipe(sweep):
     assert "Nothing to be done" in r.stdout + r.stderr  # report flags made nothing stale
 
 
+def _in(wf, name: str) -> list[psutil.Process]:
+    out = []
+    for p in psutil.process_iter(["cmdline", "cwd"]):
+        if p.info["cwd"] == str(wf) and any(name in a for a in p.info["cmdline"] or []):
+            out.append(p)
+    return out
+
+
+def _workers_reach_the_store(wf, workers: int) -> bool:
+    """``workers`` engine processes whose env names the address a running mooncake_master listens on."""
+    try:
+        listening = {
+            f"{c.laddr.ip}:{c.laddr.port}"
+            for m in _in(wf, "mooncake_master")
+            for c in m.net_connections("tcp")
+            if c.status == psutil.CONN_LISTEN
+        }
+        named = [p.environ().get("MOONCAKE_MASTER") for p in _in(wf, "dynamo.mocker")]
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+    return len(named) >= workers and all(n in listening for n in named)
+
+
 def test_rehearsal_of_a_production_recipe_runs_its_layout_locally(tmp_path):
     """DSV4 GB300 1P1D (4 nodes, per_node DEP8): same processes, ports, env and readiness, mockers as engines."""
     name = "dsv4-pro-gb300-1p1d-pdep8-ddep8-mtp"
     wf = copy_workflow(tmp_path / "wf", [name])
     target = f"results/rehearsal/{name}/c384.json"
     with no_processes_left(wf):
-        r = snakemake(wf, target, "--config", "cluster=gb300", "rehearsal=1", timeout=600)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+        cmd = [str(BIN / "snakemake"), "--profile", "profiles/local", target, "--config", "cluster=gb300"]
+        cmd.append("rehearsal=1")
+        with open(tmp_path / "snakemake.out", "w") as out:
+            run = subprocess.Popen(
+                cmd, cwd=wf, stdout=out, stderr=subprocess.STDOUT,
+                env=dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}"),
+            )  # fmt: skip
+        try:  # while it runs: every worker's own env names the live Mooncake master (its connector needs one)
+            seen = wait_until(
+                lambda: "ended" if run.poll() is not None else _workers_reach_the_store(wf, 4) and "reached",
+                300,
+                "four workers pointed at a live Mooncake master",
+            )
+        finally:
+            run.wait(timeout=600)
+    out = (tmp_path / "snakemake.out").read_text()
+    assert run.returncode == 0 and seen == "reached", out[-4000:]
     doc = json.loads((wf / target).read_text())
     assert validate_result(doc) == []
     assert doc["identity"]["rehearsal"] and doc["identity"]["recipe_engine"] == "dynamo.vllm"
@@ -187,7 +230,8 @@ def test_rehearsal_of_a_production_recipe_runs_its_layout_locally(tmp_path):
     logs = stack_logs(wf, target)
     assert {p.stem for p in logs.glob("*.log")} >= {"etcd", "frontend", *per_worker}
     assert not (logs / "discovery").exists()  # no file store: only etcd connects the processes
-    assert "control plane healthy and authenticated: etcd" in stack_driver_log(logs)
+    assert "control plane healthy and authenticated: etcd, kvstore" in stack_driver_log(logs)
+    assert "Master service started on port" in (logs / "kvstore.log").read_text()  # the real mooncake_master
 
 
 def test_three_frontends_behind_nginx_over_etcd_and_nats(tmp_path):

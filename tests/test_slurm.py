@@ -342,3 +342,40 @@ def test_capacity_probes_are_cluster_jobs_and_the_search_lands_within_tolerance(
     assert missed is None or (p95[missed] > 0.25 and all(p95[c] <= 0.25 for c in p95 if c < missed)), p95
     assert held is None or missed is None or missed - held <= 1, cap
     assert_no_strays(since, swf, timeout=30)
+
+
+def test_setup_steps_and_pins_run_in_each_engine_step_on_its_node(swf):
+    """Last in this module: its failing recipes stay in the workflow."""
+    (swf / "setup").mkdir(exist_ok=True)
+    (swf / "setup/site.sh").write_text(
+        'set -eu\nmkdir -p "$PYTHONPATH"\n'
+        'printf \'print("servesweep-test: site module imported")\\n\' > "$PYTHONPATH/sitecustomize.py"\n'
+    )
+    (swf / "setup/fail.sh").write_text("echo half-way\nexit 3\n")
+    base = (HERE / "recipes" / "slurm-agg-2x.yaml").read_text().replace("concurrency: [4, 8]", "concurrency: [2]")
+    variants = {
+        "slurm-setup-ok": "setup: {post_install: setup/site.sh}\n",
+        "slurm-setup-fails": "setup: {post_install: setup/fail.sh}\n",
+        "slurm-pin-wrong": "dynamo: {version: 0.0.1}\n",
+    }
+    for name, extra in variants.items():
+        text = base.replace("name: slurm-agg-2x", f"name: {name}").replace("env: {DYN_LOG: warn}", "")
+        env = 'env: {DYN_LOG: warn, PYTHONPATH: "{run_dir}/site"}\n'
+        (swf / "recipes" / f"{name}.yaml").write_text(text + extra + env)
+    targets = [f"results/{n}/c2.json" for n in variants]
+    r = sm(swf, *targets, "--keep-going")
+    assert r.returncode != 0
+    ok = json.loads((swf / targets[0]).read_text())["identity"]
+    assert ok["tools"]["running"]["ai-dynamo"] == ok["tools"]["engine"]
+    for proc in ("agg-0", "agg-1"):
+        log = (stack_logs(swf, targets[0]) / f"{proc}.log").read_text()
+        node = nodes_in_log(stack_logs(swf, targets[0]) / f"{proc}.log")[0]
+        assert f"servesweep: setup done on node {node}" in log and node in ok["hosts"]
+        assert log.index("setup done") < log.index("servesweep-test: site module imported")
+    for name, text in [
+        ("slurm-setup-fails", "setup failed: setup/fail.sh on node n"),
+        ("slurm-pin-wrong", f"ai-dynamo pinned 0.0.1, running {ok['tools']['engine']}"),
+    ]:
+        reason = json.loads((swf / f"logs/{name}/c2/failure.json").read_text())["reason"]
+        assert text in reason and "during startup" in reason, reason
+        assert not (swf / f"results/{name}/c2.json").exists()

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from ..contract import PLAN_SCHEMA, REPEAT_COOLDOWN_S, Process, host_side
 from ..encode import digest, encode, encode_key
 from ..errors import InputError, Problem
-from . import engines, plain, preamble, topology
+from . import engines, kvstore, plain, preamble, topology
 from .cluster import Cluster
 from .kinds import DYNAMO_KINDS, PLAIN_KINDS, server_metrics
 from .ports import PortAllocator, binding_collisions, usable_slots
@@ -162,12 +162,15 @@ def layout(recipe: Recipe, cluster: Cluster, rehearsal: Cluster | None = None) -
     alloc = PortAllocator(cluster.port_base, cluster.port_block)
     tools = _Binaries.of(run_cluster, image)
     procs = _control_plane(planes, tools, alloc) if kind in DYNAMO_KINDS else []
+    store = kvstore.worker_env(doc) if kvstore.needed(recipe.doc) else {}  # rehearsal drops the engine args
+    if store:
+        procs.append(_process(kvstore.NAME, kvstore.NAME, None, 0, (), kvstore.process(tools.mooncake_master, alloc)))
     frontends = (
         _frontends(doc, kind, python, alloc, planes, nodes, rehearsal is not None) if kind in DYNAMO_KINDS else []
     )
     procs += frontends
     cpu = None if rehearsal else cluster.cpu_engine
-    engine_procs = _engines(kind, doc, slots, python, alloc, planes, rehearsal is not None, cpu)
+    engine_procs = _engines(kind, doc, slots, python, alloc, planes, rehearsal is not None, cpu, store)
     procs += engine_procs
     # nginx in front of several frontends, or of several plain-engine replicas (no router of their own)
     entries = frontends if kind in DYNAMO_KINDS else [p for p in engine_procs if not p.headless]
@@ -224,13 +227,16 @@ class _Binaries:
     etcd: str
     nats: str
     nginx: str
+    mooncake_master: str
 
     @classmethod
     def of(cls, cluster: Cluster, image: str | None) -> _Binaries:
+        names = ("etcd", "nats-server", "nginx", "mooncake_master")
         if image:
-            return cls("etcd", "nats-server", "nginx")
+            return cls(*names)
         cp = cluster.control_plane
-        return cls(cp.get("etcd", "etcd"), cp.get("nats", "nats-server"), cp.get("nginx", "nginx"))
+        keys = ("etcd", "nats", "nginx", "mooncake_master")
+        return cls(*(cp.get(key, name) for key, name in zip(keys, names, strict=True)))
 
 
 def _process(name: str, role: str, worker: int | None, node: int, gpus: tuple, spec: engines.ProcessSpec) -> Process:
@@ -264,7 +270,7 @@ def _frontends(doc: dict, kind: str, python: str, alloc, planes, nodes: int, reh
     return out
 
 
-def _engines(kind, doc, slots, python, alloc, planes, rehearsal: bool, cpu: dict | None) -> list[Process]:
+def _engines(kind, doc, slots, python, alloc, planes, rehearsal: bool, cpu: dict | None, store: dict) -> list[Process]:
     router = ((doc.get("frontend") or {}).get("router") or {}).get("mode", "kv")
     shared: dict[topology.Worker, engines.WorkerPorts] = {}
     out = []
@@ -277,7 +283,7 @@ def _engines(kind, doc, slots, python, alloc, planes, rehearsal: bool, cpu: dict
         spec = plain.plain_process(e) if kind in PLAIN_KINDS else engines.engine_process(e)
         if rehearsal and spec.headless:
             spec = engines.standin_process(spec)
-        env = _merge_env(doc.get("env"), doc["engine"].get("env"), w.role.env, spec.env)
+        env = _merge_env(doc.get("env"), doc["engine"].get("env"), w.role.env, store, spec.env)
         argv = spec.argv
         if argv[0] == python:
             argv = preamble.wrap(argv, python, doc, kind, engine=True, rehearsal=rehearsal)

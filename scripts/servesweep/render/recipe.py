@@ -14,7 +14,7 @@ from pathlib import Path
 from ..contract import RUNTIME_REF, SECRET_NAME, USER_REF_NAMES
 from ..errors import InputError, Problem
 from ..yamlio import ParseCache, load_yaml, schema_problems
-from . import flags, preamble, topology
+from . import flags, kvstore, preamble, topology
 from .cluster import Cluster
 from .kinds import PLAIN_KINDS
 from .topology import Role
@@ -198,7 +198,7 @@ def _engine_problems(recipe: Recipe) -> list[Problem]:
         out.append(Problem(label, "topology.aggregated.replicas", reason))
     if kind == "dynamo.trtllm":
         out += _trtllm_problems(recipe)
-    out += preamble.pin_problems(doc, label)
+    out += preamble.pin_problems(doc, label) + kvstore.problems(doc, label)
     topo = doc["topology"]
     for r in roles:
         stated = (topo.get("aggregated") or (topo.get("disaggregated") or {}).get(r.name) or {}).get("gpus")

@@ -9,14 +9,21 @@ point at the paths they install: PyPI carries no maintained etcd, NATS or nginx 
 from __future__ import annotations
 
 import argparse
+import glob
 import os
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
 
-# executable -> the Debian package that installs it, per purpose (test needs demo's too)
-DEMO = {"etcd": "etcd-server", "nats-server": "nats-server", "nginx": "nginx-light"}
+# executable (or, from "/", a file glob) -> the Debian package that installs it, per purpose (test needs demo's
+# too); libibverbs: mooncake_master, the KV store some connectors need, links it even for TCP
+DEMO = {
+    "etcd": "etcd-server",
+    "nats-server": "nats-server",
+    "nginx": "nginx-light",
+    "/usr/lib/*/libibverbs.so.1": "libibverbs1",
+}
 TEST = {
     **DEMO,
     "slurmctld": "slurmctld",
@@ -32,7 +39,12 @@ SEARCH = ("/usr/sbin", "/usr/bin", "/sbin", "/bin")
 
 def missing(tools: dict[str, str]) -> list[str]:
     """Packages whose executable is neither on PATH nor in the system directories."""
-    found = lambda exe: shutil.which(exe) or any(os.access(f"{d}/{exe}", os.X_OK) for d in SEARCH)  # noqa: E731
+
+    def found(exe: str) -> bool:
+        if exe.startswith("/"):
+            return bool(glob.glob(exe))
+        return bool(shutil.which(exe)) or any(os.access(f"{d}/{exe}", os.X_OK) for d in SEARCH)
+
     return sorted({pkg for exe, pkg in tools.items() if not found(exe)})
 
 
