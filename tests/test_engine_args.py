@@ -59,3 +59,29 @@ def test_a_kind_without_a_parser_here_is_said_not_passed(tmp_path):
     assert "dynamo.vllm NOT parser-checked" in r.stdout and "frontend NOT parser-checked" in r.stdout
     good = servesweep("validate", "recipes/local-agg-2x-vllm-cpu.yaml", cwd=ROOT, timeout=300)
     assert "vllm accepted by vllm 0.31.0 serve parser" in good.stdout, good.stdout + good.stderr
+
+
+def test_a_production_recipe_is_checked_by_a_local_env_with_its_pinned_versions(tmp_path):
+    """The image's Python is not on a laptop: a local environment with the Dynamo version the recipe
+    pins parses its arguments instead, and the dry run says which; without a pin it says why none."""
+    name = "gemma4-livekit-2tp4-dyn-vllm-prod"
+    wf = copy_workflow(tmp_path / "wf", recipes=[name])
+    src = wf / "recipes" / f"{name}.yaml"
+    doc = yaml.safe_load(src.read_text())
+    r = snakemake(wf, "-n", "results/summary.md", profile="profiles/slurm-hgx02", timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f"{name}.yaml (dynamo.vllm) not parser-checked: " in r.stderr
+    assert "the recipe pins no version a local environment could match" in r.stderr
+    local = (ROOT / "profiles/local/engine-requirements.txt").read_text().split("ai-dynamo==")[1].split()[0]
+    src.write_text(yaml.safe_dump(dict(doc, dynamo={"version": local}), sort_keys=False))
+    r = snakemake(wf, "-n", "results/summary.md", profile="profiles/slurm-hgx02", timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (
+        f"{name}.yaml (dynamo.vllm) checked by ai-dynamo {local} dynamo.vllm parser in .venvs/vllm/bin/python"
+        in r.stderr
+    ), r.stderr[-3000:]
+    bad = dict(doc, dynamo={"version": local})
+    bad["engine"] = dict(doc["engine"], args=[*doc["engine"].get("args", []), "--max-num-batch-tokens", 8192])
+    src.write_text(yaml.safe_dump(bad, sort_keys=False))
+    r = snakemake(wf, "-n", "results/summary.md", profile="profiles/slurm-hgx02", timeout=300)
+    assert r.returncode != 0 and "--max-num-batch-tokens" in r.stderr and "dynamo.vllm parser" in r.stderr

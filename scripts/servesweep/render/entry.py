@@ -58,6 +58,14 @@ CONFIG_KEYS = {
 }
 
 
+def _say_parsers(sel) -> None:
+    """One line per selected recipe and engine kind: which parser checked its arguments, or why none."""
+    for what, parser in sorted(sel.checked_args.items()):
+        print(f"servesweep: engine arguments of {what} checked by {parser}", file=sys.stderr)
+    for what, reason in sorted(sel.unchecked_args.items()):
+        print(f"servesweep: engine arguments of {what} not parser-checked: {reason}", file=sys.stderr)
+
+
 def check_config_or_exit(config: dict) -> None:
     """`--config` keys are checked like recipe keys: a misspelled one is an error with a suggestion,
     never silently ignored."""
@@ -94,8 +102,7 @@ def load_or_exit(
         if sel.preflight_problems:
             raise InputError(sel.preflight_problems)
         _say_unchecked(sel.preflight_notes)
-        for what, reason in sorted(sel.unchecked_args.items()):
-            print(f"servesweep: engine arguments of {what} not parser-checked: {reason}", file=sys.stderr)
+        _say_parsers(sel)
         for line in why.cause_lines(sel.staleness()):
             print(f"servesweep: {line}", file=sys.stderr)
         for line in why.quarantine(sel.root, [r.name for r in sel.selected]):

@@ -54,6 +54,7 @@ class Selection:
         self.preflight_problems: list[Problem] = []
         self.preflight_notes: list[str] = []
         self.unchecked_args: dict[str, str] = {}  # "recipe file (kind)" -> why no parser checked it
+        self.checked_args: dict[str, str] = {}  # "recipe file (kind)" -> the parser that did
         self._resources: dict = {}  # (recipe, conc, rehearsal) -> the written plan's resources
         self._fingerprints: dict = {}  # (recipe, conc, rehearsal) -> the written plan's fingerprint
         self._reuse: dict = {}  # recipe -> its points may share a warm stack
@@ -174,6 +175,7 @@ class Selection:
         report = check_engine_args(checks, self.root)
         self.preflight_problems += report.problems
         self.unchecked_args = {f"{src} ({kind})": why for (src, kind), why in report.skipped.items()}
+        self.checked_args = {f"{src} ({kind})": parser for (src, kind), parser in report.checked.items()}
 
     def _preflight(self, plan: dict) -> None:
         """The job's pre-flight, from this host: a local point's problems stop the dry run; a Slurm
