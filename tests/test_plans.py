@@ -92,7 +92,13 @@ def test_gemma4_two_tp4_replicas_on_one_node():
 def test_dsv4_disaggregated_expansions(name, nodes, prefill, decode, expect):
     p = plan_of(name)
     assert p["nodes"] == nodes and p["resources"]["nodes"] == nodes
-    assert roles(p) == {"etcd": 1, "frontend": 1, "prefill": prefill, "decode": decode}
+    # the Mooncake store their MooncakeStoreConnector needs: one kvstore process beside etcd
+    assert roles(p) == {"etcd": 1, "kvstore": 1, "frontend": 1, "prefill": prefill, "decode": decode}
+    store = p["processes"][1]
+    assert store["role"] == "kvstore" and store["node"] == 0 and store["argv"][0] == "mooncake_master"
+    for w in (x for x in p["processes"] if x["role"] in ("prefill", "decode")):
+        assert w["env"]["MOONCAKE_MASTER"] == "{addr:kvstore}:{port:kvstore.rpc}"
+        assert w["env"]["MOONCAKE_PROTOCOL"] == "rdma" and w["env"]["MOONCAKE_LOCAL_HOSTNAME"] == "{addr:self}"
     assert p["expect_registrations"] == expect
     assert p["resources"]["gpus_per_node"] == 4 and p["resources"]["exclusive"]
     engines = [x for x in p["processes"] if x["role"] in ("prefill", "decode")]
@@ -215,8 +221,11 @@ def test_rehearsal_keeps_layout_but_runs_mockers():
     assert reh["image"] is None and reh["launcher"] == "local" and reh["rehearsal"]
     assert reh["benchmark"]["concurrency"] <= CLUSTERS["local"].rehearsal_max_concurrency
     assert reh["benchmark"]["duration_s"] <= CLUSTERS["local"].rehearsal_max_duration_s
-    kinds = {command_of(x["argv"])[2] if x["role"] != "etcd" else x["argv"][0] for x in reh["processes"]}
-    assert kinds == {"/usr/bin/etcd", "dynamo.frontend", "dynamo.mocker"}  # a real etcd, as in production
+    kinds = {
+        command_of(x["argv"])[2] if x["role"] not in ("etcd", "kvstore") else x["argv"][0] for x in reh["processes"]
+    }
+    # a real etcd and Mooncake master, as in production
+    assert kinds == {"/usr/bin/etcd", ".venvs/engine/bin/mooncake_master", "dynamo.frontend", "dynamo.mocker"}
     assert reh["discovery"] == real["discovery"]
 
     def user_env(proc):

@@ -35,6 +35,7 @@ class Cluster:
     mem_mb_per_node: int = 8000
     container_runtime: str | None = None
     container_mounts: tuple[str, ...] = ()
+    container_base: tuple[str, ...] = ()  # bwrap (the test rig): what stands in for an image's contents
     engine_python: str = "python3"
     engine_pythons: dict = field(default_factory=dict, hash=False, compare=False)
     cpu_engine: dict | None = field(default=None, hash=False, compare=False)
@@ -85,6 +86,7 @@ def _from_doc(doc: dict, source: str) -> Cluster:
         source=source,
         container_runtime=container.get("runtime"),
         container_mounts=tuple(container.get("mounts", ())),
+        container_base=tuple(container.get("base", ())),
         placeholders={k: str(v) for k, v in (doc.get("placeholders") or {}).items()},
         control_plane=dict(doc.get("control_plane") or {}),
         engine_pythons=dict(doc.get("engine_pythons") or {}),

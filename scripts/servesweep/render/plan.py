@@ -318,6 +318,8 @@ def _plan_doc(recipe, cluster, rehearsal, doc, kind, image, roles, slots, procs)
         # each pyxis step is its own container: the workflow dir (run dirs, logs, discovery, caches) must be mounted
         container = {"runtime": cluster.container_runtime, "image": image}
         container["mounts"] = [*cluster.container_mounts, "{workdir}:{workdir}"]
+        if cluster.container_runtime == "bwrap":
+            container["base"] = list(cluster.container_base)
     return {
         "schema": PLAN_SCHEMA,
         "recipe": recipe.name,

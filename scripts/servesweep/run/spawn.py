@@ -208,6 +208,8 @@ class SrunSpawner(LocalSpawner):
         host = ctx.node_names[proc.node]
         cmd = ["srun", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={host}", "--kill-on-bad-exit=1"]
         cmd += [f"--job-name=servesweep-{proc.name}", "--export=ALL"]
+        if self.container and self.container["runtime"] == "bwrap":
+            return cmd + STEP_WRAPPER + bwrap_prefix(self.container, ctx, proc.name) + argv
         if self.container:
             # each step is its own container: the workflow dir (run dir, logs, discovery, caches) is mounted
             # at the same path, and the step starts there
@@ -222,6 +224,19 @@ class SrunSpawner(LocalSpawner):
         env = dict(env)
         env["SERVESWEEP_GPUS"] = env.pop("CUDA_VISIBLE_DEVICES", "") or "none"  # srun drops empty values
         return super().start(name, argv, env, log_path, cwd)
+
+
+def bwrap_prefix(container: dict, ctx: Context, me: str) -> list[str]:
+    """The test rig's container (bubblewrap): the base read-only, a private /tmp, the declared mounts
+    (the workflow dir among them) and nothing else of the host; the host's network, as under pyxis."""
+    out = ["bwrap", "--die-with-parent"]
+    for d in container.get("base", []):
+        out += ["--ro-bind", d, d]
+    out += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    for m in container.get("mounts", []):
+        host, inside, *flags = ctx.resolve(m, me).split(":")
+        out += ["--ro-bind" if "ro" in flags else "--bind", host, inside]
+    return [*out, "--chdir", str(ctx.workdir), "--"]
 
 
 def _tree(pid: int) -> list[psutil.Process]:
