@@ -39,6 +39,7 @@ def cluster():
 def swf(cluster, tmp_path_factory):
     wf = copy_workflow(tmp_path_factory.mktemp("slurm") / "wf", recipes=[])
     shutil.copytree(HERE / "profile", wf / "profiles" / "slurm-test")
+    _container_rig(wf)
     for f in (HERE / "recipes").glob("*.yaml"):
         shutil.copy2(f, wf / "recipes" / f.name)
     curve = (HERE / "recipes" / "slurm-agg-2x.yaml").read_text().replace("name: slurm-agg-2x", "name: NAME")
@@ -53,6 +54,20 @@ def swf(cluster, tmp_path_factory):
     long = long.replace("name: slurm-agg-2x", "name: slurm-agg-long").replace("duration_s: 6", "duration_s: 600")
     (wf / "recipes" / "slurm-agg-long.yaml").write_text(long.replace("concurrency: [4, 8]", "concurrency: [2, 3]"))
     return wf
+
+
+def _container_rig(wf: Path) -> None:
+    """A recipe with an image runs in bubblewrap: the system, Python and venvs as the read-only "image",
+    and a site filesystem (models, traces) that only the cluster's mounts reach."""
+    site = wf.parent / "site"
+    shutil.copytree(wf / ".cache/models/tiny-llama", site / "models/tiny-llama")
+    shutil.copytree(wf / "recipes/traces", site / "traces")
+    python = Path(os.path.realpath(wf / ".venvs/engine/bin/python")).parents[1]
+    base = ["/usr", "/bin", "/lib", "/lib64", "/sbin", "/etc", str((wf / ".venvs").resolve()), str(python)]
+    mounts = [f"{site}/models:/models:ro", f"{site}/traces:/traces:ro"]
+    facts = wf / "profiles/slurm-test/cluster.yaml"
+    rig = {"runtime": "bwrap", "base": [b for b in base if Path(b).exists()], "mounts": mounts}
+    facts.write_text(facts.read_text() + f"container: {json.dumps(rig)}\n")
 
 
 def sm(wf, *args, timeout=420):
@@ -272,6 +287,7 @@ def test_queued_jobs_run_the_plan_they_were_submitted_with(cluster, tmp_path):
     was submitted with; the next snakemake reports the broken recipe and the edited recipe as stale."""
     wf = copy_workflow(tmp_path / "wf", recipes=[])
     shutil.copytree(HERE / "profile", wf / "profiles" / "slurm-test")
+    _container_rig(wf)
     base = (HERE / "recipes" / "slurm-agg-2x.yaml").read_text()
     (wf / "recipes" / "q-edit.yaml").write_text(base.replace("name: slurm-agg-2x", "name: q-edit"))
     broken_text = base.replace("name: slurm-agg-2x", "name: q-break").replace("concurrency: [4, 8]", "concurrency: [4]")
@@ -379,3 +395,36 @@ def test_setup_steps_and_pins_run_in_each_engine_step_on_its_node(swf):
         reason = json.loads((swf / f"logs/{name}/c2/failure.json").read_text())["reason"]
         assert text in reason and "during startup" in reason, reason
         assert not (swf / f"results/{name}/c2.json").exists()
+
+
+def test_a_container_sees_only_its_mounts_and_paths_are_checked_on_their_side(swf):
+    """Through the rig's isolation: the model (container side, /models) reaches the engines, the trace
+    (container side, /traces) reaches aiperf on the host through its mount; the host's site directory
+    is invisible inside; a path on the wrong side fails pre-flight naming it and its side."""
+    site = swf.parent / "site"
+    (swf / "setup").mkdir(exist_ok=True)
+    (swf / "setup/look.sh").write_text(
+        f"test -e {site} && echo 'rig: host site visible' || echo 'rig: host site hidden'\n"
+    )
+    base = (HERE / "recipes" / "slurm-agg-2x.yaml").read_text().replace("concurrency: [4, 8]", "concurrency: [2]")
+    base = base.replace("{model_dir}/tiny-llama", "/models/tiny-llama").replace("{trace_dir}", "/traces")
+    variants = {
+        "slurm-container": base,
+        "slurm-container-host-model": base.replace("/models/tiny-llama", f"{site}/models/tiny-llama"),
+        "slurm-container-lost-trace": base.replace("/traces/", "/traces-nowhere/"),
+    }
+    for name, text in variants.items():
+        text = text.replace("name: slurm-agg-2x", f"name: {name}")
+        (swf / "recipes" / f"{name}.yaml").write_text(
+            text + "image: rig/dynamo-mocker:test\nsetup: {post_install: setup/look.sh}\n"
+        )
+    targets = [f"results/{n}/c2.json" for n in variants]
+    r = sm(swf, *targets, "--keep-going")
+    assert r.returncode != 0
+    assert (swf / targets[0]).exists(), r.stdout[-3000:] + r.stderr[-3000:]
+    log = (stack_logs(swf, targets[0]) / "agg-0.log").read_text()
+    assert "rig: host site hidden" in log and "servesweep: versions" in log
+    reason = json.loads((swf / "logs/slurm-container-host-model/c2/failure.json").read_text())["reason"]
+    assert f"model.path: {site}/models/tiny-llama is a host path" in reason and "/models:ro" in reason, reason
+    reason = json.loads((swf / "logs/slurm-container-lost-trace/c2/failure.json").read_text())["reason"]
+    assert "/traces-nowhere/local-sessions.jsonl does not exist on the host, where aiperf reads it" in reason

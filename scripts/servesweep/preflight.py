@@ -22,11 +22,28 @@ class PreflightFailed(Exception):
 
 
 def _host_path(path: str, workdir: Path, mounts: list[str]) -> Path | None:
-    """Where a path an engine process sees lies on the host (None: only inside the image)."""
-    if not mounts:
+    """Where a path an engine process sees lies on the host (None: only inside the image). A relative
+    path lies in the workflow dir, which every container mounts at the same path."""
+    if not mounts or not Path(path).is_absolute():
         return workdir / path
     host = host_side(path, mounts)
     return None if host is None else Path(host)
+
+
+def _container_side(recipe: str, field: str, path: str, workdir: Path, mounts: list[str], check) -> list:
+    """A path a process in the container reads: checked through the mount it lies under; a path under
+    no mount that exists on the host is a host path the container cannot see (the wrong side)."""
+    host = _host_path(path, workdir, mounts)
+    if host is not None:
+        where = f"host side: {host}" if mounts else "on this host"
+        return [(recipe, field, f"{path} not found ({where})", check(host))]
+    if Path(path).exists():
+        reason = (
+            f"{path} is a host path, but the process that reads it runs in the container, which sees "
+            f"only its mounts ({', '.join(mounts)}): use the path inside the container"
+        )
+        return [(recipe, field, reason, False)]
+    return []  # inside the image: the container start tells
 
 
 def _executable(cmd: str, workdir: Path) -> bool:
@@ -49,18 +66,15 @@ def _checks(plan: Plan, workdir: Path, result: Path) -> list[tuple[str, str, str
     mounts = [m.replace("{workdir}", str(workdir)) for m in (plan.container or {}).get("mounts", [])]
     out = [(facts, "aiperf", f"aiperf executable {b.aiperf!r} not found", _executable(b.aiperf, workdir))]
     if "path" in b.dataset:
-        ok = (workdir / b.dataset["path"]).is_file()
-        out.append((recipe, f"scenario.dataset.{b.dataset['kind']}.path", f"{b.dataset['path']} does not exist", ok))
+        path, fld = b.dataset["path"], f"scenario.dataset.{b.dataset['kind']}.path"
+        side = " on the host, where aiperf reads it" + (" (through the container's mounts)" if mounts else "")
+        out.append((recipe, fld, f"{path} does not exist{side}", (workdir / path).is_file()))
     if b.hf_home:
         out.append((facts, "hf_home", f"{b.hf_home} is not a directory", (workdir / b.hf_home).is_dir()))
-    model = _host_path(plan.model["path"], workdir, mounts)
-    if model is not None:
-        out.append((recipe, "model.path", f"{plan.model['path']} does not exist (host: {model})", model.exists()))
+    out += _container_side(recipe, "model.path", plan.model["path"], workdir, mounts, Path.exists)
     script = (plan.setup or {}).get("post_install")
-    host = _host_path(script, workdir, mounts) if script and not plan.rehearsal else None
-    if host is not None:
-        where = f"host: {host}" if mounts else "on this host"
-        out.append((recipe, "setup.post_install", f"{script} is not a file ({where})", host.is_file()))
+    if script and not plan.rehearsal:
+        out += _container_side(recipe, "setup.post_install", script, workdir, mounts, Path.is_file)
     if not plan.container:
         for p in plan.processes:
             cmd = p.argv[0]
