@@ -306,6 +306,16 @@ CASES = [
         "reset-without-effect", "stack.reset_prefix_cache", "does nothing", _set("stack", {"reset_prefix_cache": True})
     ),
     Case("image-on-local", "image", "has no container runtime", _set("image", "vllm/vllm-openai:v0.32.0")),
+    Case("kv-store-unused", "kv_store", "it would do nothing", _set("kv_store", {"protocol": "tcp"})),
+    Case("engine-version-on-mocker", "engine.version", "no engine package of its own", _set("engine.version", "1.0")),
+    Case(
+        "commit-pin-install",
+        "dynamo.install",
+        "build it into the image",
+        _set("dynamo", {"git": "a" * 40, "install": True}),
+    ),
+    Case("two-dynamo-pins", "dynamo", "is valid under each of", _set("dynamo", {"git": "a" * 40, "version": "1.6.1"})),
+    Case("dynamo-pin-bad-version", "dynamo.version", "does not match", _set("dynamo", {"version": "latest"})),
     Case(
         "abbreviated-owned-frontend-flag",
         "frontend.args[0]",
