@@ -26,4 +26,4 @@ onstart:
 rule all:
     default_target: True
     input:
-        "results/summary.md",
+        str(paths.SUMMARY_MD),

@@ -7,25 +7,25 @@ localrules:
 
 rule summary:
     input:
-        selection=sw.selection_file(CLUSTER),
-        missing=sw.missing_file(CLUSTER),
+        selection=paths.selection_file(CLUSTER),
+        missing=paths.missing_file(CLUSTER, rehearsal=False),
         results=selected_results,
         capacity=selected_capacities,
     output:
         md=report(
-            "results/summary.md", caption="../report/summary.rst", category="Summary"
+            str(paths.SUMMARY_MD), caption="../report/summary.rst", category="Summary"
         ),
         csv=report(
-            "results/summary.csv", caption="../report/summary.rst", category="Summary"
+            str(paths.SUMMARY_CSV), caption="../report/summary.rst", category="Summary"
         ),
         plots=report(
-            directory("results/plots"),
+            directory(str(paths.plots_dir())),
             patterns=["{name}.png"],
             caption="../report/plots.rst",
             category="Plots",
         ),
     log:
-        "logs/summary.log",
+        paths.SUMMARY_LOG,
     conda:
         SW_ENV
     params:
@@ -37,16 +37,17 @@ rule summary:
 
 rule rehearsal_summary:
     input:
-        selection=sw.selection_file(CLUSTER),
-        missing=sw.missing_file(CLUSTER, rehearsal=True),
+        selection=paths.selection_file(CLUSTER),
+        missing=paths.missing_file(CLUSTER, rehearsal=True),
         results=[
-            f"results/rehearsal/{p.recipe}/c{p.conc}.json" for p in SELECTION.points
+            paths.result_file(p.recipe, p.conc, rehearsal=True)
+            for p in SELECTION.points
         ],
     output:
-        md="results/rehearsal/summary.md",
-        csv="results/rehearsal/summary.csv",
+        md=str(paths.REHEARSAL_SUMMARY_MD),
+        csv=str(paths.REHEARSAL_SUMMARY_CSV),
     log:
-        "logs/rehearsal/summary.log",
+        paths.REHEARSAL_SUMMARY_LOG,
     conda:
         SW_ENV
     shell:

@@ -4,23 +4,23 @@
 
 rule capacity:
     input:
-        settings=".plans/capacity/{recipe}.json",  # bounds + SLO: an edit reruns this, not a probe
+        settings=paths.CAPACITY_SETTINGS,  # bounds + SLO: an edit reruns this, not a probe
         probes=capacity_probes,
     output:
         capacity=report(
-            "results/{recipe}/capacity.json",
+            paths.CAPACITY,
             caption="../report/capacity.rst",
             category="Capacity at SLO",
             labels={"recipe": "{recipe}"},
         ),
         plot=report(
-            "results/{recipe}/capacity.png",
+            paths.CAPACITY_PLOT,
             caption="../report/capacity_plot.rst",
             category="Capacity at SLO",
             labels={"recipe": "{recipe}", "figure": "probes vs concurrency"},
         ),
     log:
-        "logs/{recipe}/capacity.log",
+        paths.CAPACITY_LOG,
     conda:
         SW_ENV
     shell:

@@ -8,6 +8,7 @@ import sys
 
 from snakemake.exceptions import WorkflowError
 
+from servesweep import paths
 from servesweep.render import workflow as sw
 from servesweep.render.entry import check_config_or_exit, load_or_exit
 
@@ -110,7 +111,7 @@ def selected_results(wildcards=None):
 
 def selected_capacities(wildcards=None):
     """capacity.json of every selected recipe that declares a capacity search (partial=1: those there)."""
-    files = [sw.capacity_file(r) for r in SELECTION.searches.recipes]
+    files = [paths.capacity_file(r) for r in SELECTION.searches.recipes]
     if config_flag("partial"):
         return [f for f in files if os.path.exists(os.path.join(workflow.basedir, f))]
     return files
@@ -122,7 +123,7 @@ def capacity_probes(wildcards):
     exactly the probe still unknown."""
     if wildcards.recipe not in SELECTION.searches.recipes:
         raise WorkflowError(
-            f"{sw.capacity_file(wildcards.recipe)}: recipe {wildcards.recipe} declares no capacity "
+            f"{paths.capacity_file(wildcards.recipe)}: recipe {wildcards.recipe} declares no capacity "
             f"search for cluster {CLUSTER} (add capacity: {{min, max, tolerance}} and an slo)"
         )
     known, decision = SELECTION.capacity(wildcards.recipe)
@@ -140,7 +141,7 @@ def rehearsal_plan(wildcards):
     """A rehearsal point's plan; rehearsal plans exist only with --config rehearsal=1."""
     if not REHEARSAL:
         raise WorkflowError(
-            f"results/rehearsal/{wildcards.recipe}/c{wildcards.conc}.json is a rehearsal target: "
+            f"{paths.result_file(wildcards.recipe, wildcards.conc, rehearsal=True)} is a rehearsal target: "
             "add --config rehearsal=1"
         )
     return sw.Selection.plan_file(wildcards.recipe, int(wildcards.conc), rehearsal=True)

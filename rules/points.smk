@@ -8,17 +8,17 @@ PLAN_RESOURCES = plan_resources()
 
 checkpoint point:
     input:
-        plan=".plans/{recipe}/c{conc}.json",  # written before the DAG is built (common.smk)
+        plan=paths.PLAN,  # written before the DAG is built (common.smk)
     output:
         result=report(
-            "results/{recipe}/c{conc}.json",
+            paths.RESULT,
             caption="../report/point.rst",
             category=point_category,
             subcategory="{recipe}",
             labels={"recipe": "{recipe}", "concurrency": "{conc}"},
         ),
     log:
-        "logs/{recipe}/c{conc}.snakemake.log",
+        paths.POINT_LOG,
     priority: curve_priority(False)
     group:
         curve_group("curve")
@@ -37,9 +37,9 @@ rule rehearse_point:
     input:
         plan=rehearsal_plan,
     output:
-        result="results/rehearsal/{recipe}/c{conc}.json",
+        result=paths.REHEARSAL_RESULT,
     log:
-        "logs/rehearsal/{recipe}/c{conc}.snakemake.log",
+        paths.REHEARSAL_POINT_LOG,
     priority: curve_priority(True)
     group:
         curve_group("rehearsal-curve")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 
 from helpers import BIN, ROOT
@@ -74,3 +75,30 @@ def test_rooms_by_stage_import_one_way_and_without_circles():
 
     for m in sorted(graph):
         visit(m)
+
+
+def test_workflow_paths_are_spelled_in_one_module():
+    """Result, plan, log and curve paths come from servesweep/paths.py, in the code and in the rules."""
+    spelled = re.compile(r"""["'](results|logs|\.plans)/|c\{(conc|p\.conc|c)\}\.json""")
+    files = [*ROOT.glob("scripts/servesweep/**/*.py"), *ROOT.glob("rules/*.smk"), ROOT / "Snakefile"]
+    found = [
+        f"{f.relative_to(ROOT)}:{i}: {line.strip()}"
+        for f in files
+        if f.name != "paths.py"
+        for i, line in enumerate(f.read_text().splitlines(), 1)
+        if spelled.search(line) and not line.lstrip().startswith(("#", '"""'))
+    ]
+    assert not found, "\n".join(found)
+
+
+def test_the_conda_env_pins_nothing_by_hand():
+    env = (ROOT / "rules/envs/servesweep.yaml").read_text()
+    assert "==" not in env and "-e ../.." in env  # pyproject.toml's pins, through the checkout
+
+
+def test_every_env_knob_is_documented():
+    knobs = {
+        m for f in ROOT.glob("scripts/servesweep/**/*.py") for m in re.findall(r"SERVESWEEP_[A-Z_]+", f.read_text())
+    }
+    readme = (ROOT / "README.md").read_text()
+    assert knobs and not {k for k in knobs if f"`{k}`" not in readme}

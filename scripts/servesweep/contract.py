@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import paths
 from .yamlio import schema_errors
 
 PLAN_SCHEMA = "servesweep.plan/5"
@@ -41,7 +42,7 @@ def stack_reuse_allowed() -> bool:
 def curve_file(recipe: str, rehearsal: bool) -> str:
     """Written by the main snakemake process next to the plans, read by the point drivers:
     how many points of a curve this run expects ({"expected": n}), a hint for the stack keeper."""
-    return f".plans/curves/{'rehearsal-' if rehearsal else ''}{recipe}.json"
+    return paths.curve_file(recipe, rehearsal)
 
 
 def plan_source(plan_path: Path, curve_fingerprint: str) -> dict | None:

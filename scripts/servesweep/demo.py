@@ -16,12 +16,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .paths import REPORT, SUMMARY_MD, plots_dir
+from .paths import POINT_TARGET, REPORT, SUMMARY_MD, plots_dir
 
 # what the demo runs: the aggregated mocker miniature, real vLLM on the CPU behind Dynamo's frontend +
 # KV router, and a capacity search (README, "The two commands"); the whole local sweep is one command more
 DEMO_RECIPES = ("local-agg-2x-mocker", "local-agg-2x-dynamo-vllm-cpu", "local-agg-2x-mocker-capacity")
-_OUTPUT = re.compile(r"^\s*output: results/([^/\s]+)/c(\d+)\.json")
+_OUTPUT = re.compile(r"^\s*output: " + POINT_TARGET.pattern)
 _FINISHED = re.compile(r"^Finished jobid: \d+ \(Rule: point\)")
 _STATS = re.compile(r"^point\s+(\d+)\s*$")
 

@@ -1,22 +1,90 @@
-"""Where the workflow's outputs live (relative to the workflow directory)."""
+"""Every path the workflow reads or writes, relative to the workflow directory: the patterns the
+rules use (Snakemake wildcards ``{recipe}``, ``{conc}``) and the functions the code uses, one place.
+"""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 RESULTS = Path("results")
 SUMMARY_MD = RESULTS / "summary.md"
+SUMMARY_CSV = RESULTS / "summary.csv"
+SUMMARY_LOG = "logs/summary.log"
+REHEARSAL_SUMMARY_MD = RESULTS / "rehearsal/summary.md"
+REHEARSAL_SUMMARY_CSV = RESULTS / "rehearsal/summary.csv"
+REHEARSAL_SUMMARY_LOG = "logs/rehearsal/summary.log"
 REPORT = RESULTS / "report.html"
+PLANS = ".plans"
+
+# rule patterns
+RESULT = "results/{recipe}/c{conc}.json"
+REHEARSAL_RESULT = "results/rehearsal/{recipe}/c{conc}.json"
+PLAN = ".plans/{recipe}/c{conc}.json"
+POINT_LOG = "logs/{recipe}/c{conc}.snakemake.log"
+REHEARSAL_POINT_LOG = "logs/rehearsal/{recipe}/c{conc}.snakemake.log"
+CAPACITY = "results/{recipe}/capacity.json"
+CAPACITY_PLOT = "results/{recipe}/capacity.png"
+CAPACITY_SETTINGS = ".plans/capacity/{recipe}.json"
+CAPACITY_LOG = "logs/{recipe}/capacity.log"
+POINT_TARGET = re.compile(r"results/(?P<recipe>[^/\s]+)/c(?P<conc>[0-9]+)\.json")  # a point's result, as a target
+
+
+def _sub(rehearsal: bool) -> str:
+    return "rehearsal/" if rehearsal else ""
 
 
 def result_file(recipe: str, conc: int, rehearsal: bool = False) -> str:
-    return f"results/{'rehearsal/' if rehearsal else ''}{recipe}/c{conc}.json"
+    return f"results/{_sub(rehearsal)}{recipe}/c{conc}.json"
+
+
+def plan_file(recipe: str, conc: int, rehearsal: bool = False) -> str:
+    return f"{PLANS}/{_sub(rehearsal)}{recipe}/c{conc}.json"
+
+
+def source_file(recipe: str, rehearsal: bool = False) -> str:
+    """What render wrote next to a recipe's plans (render/why)."""
+    return f"{PLANS}/{_sub(rehearsal)}{recipe}/source.json"
+
+
+def curve_file(recipe: str, rehearsal: bool) -> str:
+    return f"{PLANS}/curves/{'rehearsal-' if rehearsal else ''}{recipe}.json"
+
+
+def missing_file(cluster: str, rehearsal: bool) -> str:
+    return f"{PLANS}/missing-{'rehearsal-' if rehearsal else ''}{cluster}.json"
+
+
+def selection_file(cluster: str) -> str:
+    return f"{PLANS}/selection-{cluster}.json"
+
+
+def capacity_file(recipe: str) -> str:
+    return CAPACITY.format(recipe=recipe)
+
+
+def capacity_settings_file(recipe: str) -> str:
+    return CAPACITY_SETTINGS.format(recipe=recipe)
+
+
+def capacity_plot_file(recipe: str) -> str:
+    return CAPACITY_PLOT.format(recipe=recipe)
+
+
+def logs_dir(recipe: str, rehearsal: bool = False) -> Path:
+    return Path("logs") / _sub(rehearsal) / recipe
+
+
+def run_dir(recipe: str, conc: int, rehearsal: bool = False) -> Path:
+    """A point's own logs: its driver, aiperf's artifacts, failure.json (and a solo stack's processes)."""
+    return logs_dir(recipe, rehearsal) / f"c{conc}"
+
+
+def stacks_dir(recipe: str, rehearsal: bool = False) -> Path:
+    """Warm stacks' directories (one per stack: state, keeper, process logs)."""
+    return logs_dir(recipe, rehearsal) / "stacks"
 
 
 def plots_dir(rehearsal: bool = False) -> Path:
     """The summary's plots, next to it (it links them relatively)."""
     return RESULTS / ("rehearsal/plots" if rehearsal else "plots")
-
-
-def capacity_plot_file(recipe: str) -> str:
-    return f"results/{recipe}/capacity.png"

@@ -11,19 +11,10 @@ import json
 import sys
 from pathlib import Path
 
+from .. import paths
 from ..encode import canonical
 from ..files import write_if_changed
 from ..search import Bounds, Decision, decide, describe, probe_met
-
-SETTINGS_DIR = ".plans/capacity"
-
-
-def settings_file(recipe: str) -> str:
-    return f"{SETTINGS_DIR}/{recipe}.json"
-
-
-def capacity_file(recipe: str) -> str:
-    return f"results/{recipe}/capacity.json"
 
 
 class CapacitySearches:
@@ -51,7 +42,7 @@ class CapacitySearches:
                 "bounds": self.bounds(name).to_json(),
                 "slo": r.doc["slo"],
             }
-            write_if_changed(self.sel.root / settings_file(name), canonical(doc))
+            write_if_changed(self.sel.root / paths.capacity_settings_file(name), canonical(doc))
 
     def known(self, recipe: str) -> dict[int, bool]:
         """Concurrency -> met the SLO, for every current result inside the bounds."""

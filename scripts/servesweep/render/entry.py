@@ -12,8 +12,9 @@ from pathlib import Path
 
 from ..errors import InputError, Problem
 from ..files import private_outputs
+from ..paths import selection_file
 from . import why
-from .workflow import Selection, batch_step_tasks, selection_file
+from .workflow import Selection, batch_step_tasks
 
 
 class NoSearches:

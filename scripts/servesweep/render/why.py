@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..contract import PLAN_SCHEMA
+from ..paths import result_file
 from ..sourcediff import _ABSENT, CUT, SOURCE_SCHEMA, Change, cut, reporting_changes, source_changes
 from ..yamlio import checked_json
 from .cluster import Cluster, _from_doc
@@ -20,10 +21,6 @@ from .plan import render
 from .recipe import Recipe
 
 MAX_LINES = 20  # the dry run's cause lines before "… N more"
-
-
-def source_file(recipe: str, rehearsal: bool = False) -> str:
-    return f".plans/{'rehearsal/' if rehearsal else ''}{recipe}/source.json"
 
 
 def source_doc(recipe: Recipe, cluster: Cluster, rehearsal: bool, curve_fingerprint: str) -> dict:
@@ -132,7 +129,7 @@ def recipe_staleness(root: Path, recipe: Recipe, cluster: Cluster, fingerprint, 
     st, sources, explained = RecipeStaleness(recipe.name), [], {}
     missing = []
     for conc in recipe.concurrency:
-        path = root / f"results/{recipe.name}/c{conc}.json"
+        path = root / result_file(recipe.name, conc)
         if not path.exists():
             missing.append(conc)
             continue

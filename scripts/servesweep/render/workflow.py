@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,18 +17,28 @@ from ..contract import STACK_REUSE_ENV, Plan, curve_file, stack_reuse_allowed
 from ..encode import canonical
 from ..errors import InputError, Problem
 from ..files import write_if_changed
+from ..paths import (
+    POINT_TARGET,
+    REHEARSAL_SUMMARY_MD,
+    SUMMARY_MD,
+    capacity_file,
+    missing_file,
+    plan_file,
+    result_file,
+    run_dir,
+    selection_file,
+    source_file,
+)
 from ..preflight import check_plan
 from ..yamlio import ParseCache
 from . import why
-from .capacity_search import CapacitySearches, capacity_file
+from .capacity_search import CapacitySearches
 from .cluster import all_clusters
 from .engine_args import check_engine_args, pending
 from .plan import layout, render_point
 from .recipe import Recipe, load_recipes
 from .topology import PlacementError
 
-PLANS = ".plans"
-POINT_TARGET = re.compile(r"results/[^/]+/c[0-9]+\.json")
 YAML_CACHE = ".snakemake/servesweep/recipes-parsed.json"
 
 
@@ -40,7 +49,7 @@ class Point:
 
     @property
     def result(self) -> str:
-        return f"results/{self.recipe}/c{self.conc}.json"
+        return result_file(self.recipe, self.conc)
 
 
 class Selection:
@@ -88,7 +97,7 @@ class Selection:
 
     @staticmethod
     def plan_file(recipe: str, conc: int, rehearsal: bool = False) -> str:
-        return f"{PLANS}/{'rehearsal/' if rehearsal else ''}{recipe}/c{conc}.json"
+        return plan_file(recipe, conc, rehearsal)
 
     def write_plans(self, rehearsal: bool = False) -> None:
         """Render every selected point (rehearsal: every point of every recipe) and write
@@ -113,7 +122,7 @@ class Selection:
         """The point's plan file (rendered and written if not done yet)."""
         r = self.recipes.get(recipe)
         if r is None or not (conc in r.concurrency if rehearsal else r.has_point(conc)):
-            raise InputError([Problem(f"results/{recipe}/c{conc}.json", "target", "no such point in any recipe")])
+            raise InputError([Problem(result_file(recipe, conc), "target", "no such point in any recipe")])
         path = self.plan_file(recipe, conc, rehearsal)
         key = (recipe, conc, rehearsal)
         if key not in self._resources:
@@ -138,7 +147,7 @@ class Selection:
             r = self.recipes[name]
             own = self._own_cluster(r) if rehearsal else self.cluster
             doc = why.source_doc(r, own, rehearsal, self._curves[(name, rehearsal)])
-            write_if_changed(self.root / why.source_file(name, rehearsal), canonical(doc))
+            write_if_changed(self.root / source_file(name, rehearsal), canonical(doc))
 
     def _own_cluster(self, r: Recipe):
         return self.cluster if self.cluster.name in r.clusters else self.clusters[r.clusters[0]]
@@ -180,7 +189,7 @@ class Selection:
     def _preflight(self, plan: dict) -> None:
         """The job's pre-flight, from this host: a local point's problems stop the dry run; a Slurm
         point's paths this host cannot see are left to the job, and said so."""
-        result = self.root / f"results/{plan['recipe']}/c{plan['point']}.json"
+        result = self.root / result_file(plan["recipe"], plan["point"])
         problems, notes = check_plan(Plan.from_json(plan), self.root, result, in_job=False)
         self.preflight_problems += problems
         self.preflight_notes += notes
@@ -214,7 +223,7 @@ class Selection:
         targets, forced = self.scope()
         sweep, probe = self.recipes[recipe].concurrency, self._next_probe.get(recipe)
         if targets and all(POINT_TARGET.fullmatch(t) or t.endswith("/capacity.json") for t in targets):
-            points = [c for c in sweep if f"results/{recipe}/c{c}.json" in targets]
+            points = [c for c in sweep if result_file(recipe, c) in targets]
             points += [probe] if probe is not None and capacity_file(recipe) in targets else []
         else:
             points = sweep + ([probe] if probe is not None else [])
@@ -229,7 +238,7 @@ class Selection:
         run unless told otherwise), in ascending concurrency."""
         out = []
         for c in sorted(points):
-            path = self.root / f"results/{recipe}/c{c}.json"
+            path = self.root / result_file(recipe, c)
             if (recipe, c, False) not in self._fingerprints:
                 continue
             try:
@@ -248,11 +257,10 @@ class Selection:
         file is rewritten when results go missing after the summary was built; the summary is then
         stale, and its missing inputs are rebuilt with it."""
         path = self.root / missing_file(self.cluster.name, rehearsal)
-        prefix = "results/rehearsal/" if rehearsal else "results/"
-        missing = [f"{prefix}{p.recipe}/c{p.conc}.json" for p in self.points]
+        missing = [result_file(p.recipe, p.conc, rehearsal) for p in self.points]
         missing += [] if rehearsal else [capacity_file(r) for r in self.searches.recipes]
         missing = [m for m in missing if not (self.root / m).exists()]
-        summary = self.root / f"{prefix}summary.md"
+        summary = self.root / (REHEARSAL_SUMMARY_MD if rehearsal else SUMMARY_MD)
         old = _read_json(path)
         built_since = summary.exists() and path.exists() and summary.stat().st_mtime >= path.stat().st_mtime
         if not path.exists() or (missing and (missing != old.get("missing") or built_since)):
@@ -318,7 +326,7 @@ class Selection:
                     "concurrency": p.conc,
                     "result": p.result,
                     "scenario": self.recipes[p.recipe].doc["scenario"]["name"],
-                    "log_dir": f"logs/{p.recipe}/c{p.conc}",
+                    "log_dir": str(run_dir(p.recipe, p.conc)),
                 }
                 for p in self.points
             ],
@@ -344,14 +352,6 @@ def batch_step_tasks(res: dict) -> dict:
     CPUs are split over them so the job asks for no more CPUs than one task would."""
     tasks = max(2, res["nodes"])
     return dict(res, tasks=tasks, cpus_per_task=math.ceil(res["cpus_per_task"] / tasks))
-
-
-def missing_file(cluster: str, rehearsal: bool = False) -> str:
-    return f"{PLANS}/missing-{'rehearsal-' if rehearsal else ''}{cluster}.json"
-
-
-def selection_file(cluster: str) -> str:
-    return f"{PLANS}/selection-{cluster}.json"
 
 
 def _read_json(path: Path) -> dict:

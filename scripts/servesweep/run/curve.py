@@ -23,6 +23,7 @@ from pathlib import Path
 
 import psutil
 
+from .. import paths
 from ..contract import Plan, curve_file
 from ..files import write_if_changed
 from .metrics import http_post_json
@@ -48,8 +49,7 @@ def snakemake_ancestor() -> int | None:
 
 
 def stacks_root(plan: Plan) -> Path:
-    base = Path.cwd() / "logs" / ("rehearsal" if plan.rehearsal else "")
-    return base / plan.recipe / "stacks"
+    return Path.cwd() / paths.stacks_dir(plan.recipe, plan.rehearsal)
 
 
 @dataclass(frozen=True)

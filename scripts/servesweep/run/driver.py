@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import paths
 from ..contract import PREAMBLE_SCRIPT, Plan, PlanError, load_plan, plan_source, stack_reuse_allowed, without_secrets
 from ..errors import plain_text
 from ..files import private_outputs
@@ -48,8 +49,7 @@ class SoloStack:
 
 
 def default_log_dir(plan: Plan) -> Path:
-    base = Path.cwd() / "logs" / ("rehearsal" if plan.rehearsal else "")
-    return base / plan.recipe / f"c{plan.point}"
+    return Path.cwd() / paths.run_dir(plan.recipe, plan.point, plan.rehearsal)
 
 
 def _versions(plan: Plan, run_dir: str) -> dict[str, str]:

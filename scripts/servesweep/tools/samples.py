@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .. import paths
+
 
 def result_doc(recipe, conc, ttft_p95, tps, gpus=2, scenario="chat", workers=None, errors=0):
     figs = {
@@ -65,5 +67,5 @@ def result_doc(recipe, conc, ttft_p95, tps, gpus=2, scenario="chat", workers=Non
         "unmeasured": {},
         "counting": {},
         "timings_s": {"bench": 60.0},
-        "artifacts": "logs/x",
+        "artifacts": str(paths.run_dir("x", 2)),
     }
