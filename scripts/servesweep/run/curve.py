@@ -6,14 +6,11 @@ process that owns the stack: it starts it, watches every process, and tears it d
 the expected points are done, when it has been idle, or when the snakemake process that
 runs the points is gone (Ctrl-C, SIGKILL, scancel, time limit). Each point attaches, waits
 its turn (one benchmark at a time), runs aiperf against the stack and writes its own
-result. Files in the stack dir carry the state: ``state.json`` (the keeper's), ``served``
-and ``running`` (the points'), guarded by flocks.
+result. The stack directory's files, states and transitions are ``stackdir``'s.
 """
 
 from __future__ import annotations
 
-import fcntl
-import json
 import os
 import subprocess
 import sys
@@ -25,10 +22,10 @@ import psutil
 
 from .. import paths
 from ..contract import Plan, curve_file
-from ..files import write_if_changed
 from .metrics import http_post_json
 from .ready import PointFailed
 from .stack import StackInfo
+from .stackdir import Flock, StackDir, State, alive, joinable, read_json, write_json
 
 IDLE_TIMEOUT_S = float(os.environ.get("SERVESWEEP_STACK_IDLE_S", "90"))
 
@@ -69,40 +66,6 @@ class Invocation:
         return cls(pid, os.environ.get("SLURM_JOB_ID", "local")) if pid else None
 
 
-class _Flock:
-    def __init__(self, path: Path):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
-
-    def acquire(self, blocking: bool = True) -> bool:
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-            return True
-        except BlockingIOError:
-            return False
-
-    def close(self) -> None:
-        os.close(self.fd)
-
-
-def read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def write_json(path: Path, doc: dict) -> None:
-    write_if_changed(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
-
-
-def _alive(pid: int | None) -> bool:
-    try:
-        return bool(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
 class SharedStack:
     """A point's view of the curve's warm stack: attach, take the turn, check health, detach."""
 
@@ -111,17 +74,18 @@ class SharedStack:
         self.result_path = result_path
         self.root = stacks_root(plan)
         self.dir: Path | None = None
+        self.stack: StackDir | None = None
         self.info: StackInfo | None = None
         self.position = 0
-        self._turn: _Flock | None = None
+        self._turn: Flock | None = None
 
     def attach(self) -> None:
-        registry = _Flock(self.root / "registry.lock")
+        registry = Flock(self.root / "registry.lock")
         try:
             registry.acquire()
             self.dir = self._find_or_start()
-            (self.dir / "waiting").mkdir(exist_ok=True)
-            (self.dir / "waiting" / str(os.getpid())).touch()  # the keeper stops for no one still waiting
+            self.stack = StackDir(self.dir)
+            self.stack.wait(os.getpid())  # the keeper stops for no one still waiting
         finally:
             registry.close()
         self.info = self._wait_ready()
@@ -129,14 +93,15 @@ class SharedStack:
 
     def _find_or_start(self) -> Path:
         cur = read_json(self.root / "current.json")
-        same = cur.get("curve") == self.plan.fingerprints["curve"] and cur.get("invocation") == self.inv.key
-        if same:
-            state = read_json(Path(cur["dir"]) / "state.json")
-            if state.get("state") == "dead":  # the curve's stack died: its remaining points fail at once
-                raise PointFailed(f"the curve's stack {cur['id']} died: {state.get('message')}")
-            if _alive(cur.get("keeper")) and state.get("state") in (None, "starting", "ready"):
-                self.say(f"stack: joining warm stack {cur['id']}")
-                return Path(cur["dir"])
+        status = StackDir(Path(cur["dir"])).status() if "dir" in cur else None
+        what = "start"
+        if status is not None:
+            what = joinable(cur, self.plan.fingerprints["curve"], self.inv.key, status, alive(cur.get("keeper")))
+        if what == "fail":  # the curve's stack died: its remaining points fail at once
+            raise PointFailed(f"the curve's stack {cur['id']} died: {status.message}")
+        if what == "join":
+            self.say(f"stack: joining warm stack {cur['id']}")
+            return Path(cur["dir"])
         return self._start_keeper()
 
     def _start_keeper(self) -> Path:
@@ -156,54 +121,49 @@ class SharedStack:
         self.say(f"stack: starting stack {stack_id} for this curve (keeper pid {keeper.pid}, logs {d})")
         return d
 
-    def state(self) -> dict:
-        return read_json(self.dir / "state.json")
-
     def _wait_ready(self) -> StackInfo:
         deadline = time.monotonic() + self.plan.readiness["timeout_s"] + 60
         keeper = read_json(self.root / "current.json").get("keeper")
         while time.monotonic() < deadline:
-            st = self.state()
-            if st.get("state") == "ready":
-                info = StackInfo(**st["info"])
+            st = self.stack.status()
+            if st.state is State.READY:
+                info = StackInfo(**st.info)
                 self.say(f"ready: stack {info.id} up in {info.startup_s:.1f} s (log {self.dir / 'keeper-driver.log'})")
                 return info
-            if st.get("state") in ("dead", "stopped"):
-                raise PointFailed(f"stack {self.dir.name}: {st.get('message')}")
-            if st.get("state") is None and keeper and not _alive(keeper) and not self.state():
+            if st.state in (State.DEAD, State.STOPPED):
+                raise PointFailed(f"stack {self.dir.name}: {st.message}")
+            if st.state is None and keeper and not alive(keeper) and self.stack.status().state is None:
                 raise PointFailed(f"stack keeper exited before starting; see {self.dir / 'keeper.log'}")
             time.sleep(0.1)
         raise PointFailed(f"stack {self.dir.name} not ready in time; see {self.dir}")
 
     def _take_turn(self) -> None:
         """One benchmark at a time on a stack; a dead stack ends the wait."""
-        self._turn = _Flock(self.dir / "turn.lock")
+        self._turn = self.stack.turn_lock()
         while not self._turn.acquire(blocking=False):
             self.check("while waiting for its turn")
             time.sleep(0.1)
         self.check("before its benchmark")
-        self.position = int(read_json(self.dir / "served.json").get("served", 0)) + 1
-        write_json(self.dir / "running.json", {"point": self.plan.point, "since": time.time()})
+        self.position = self.stack.start_turn(self.plan.point, time.time())
         self.say(f"stack: point {self.position} on stack {self.dir.name} (started in {self.info.startup_s:.1f} s)")
 
     def check(self, when: str) -> None:
-        st = self.state()
-        if st.get("state") != "ready":
-            raise PointFailed(f"stack {self.dir.name} is {st.get('state')} {when}: {st.get('message')}")
+        st = self.stack.status()
+        if st.state is not State.READY:
+            state = st.state.value if st.state else "not started"
+            raise PointFailed(f"stack {self.dir.name} is {state} {when}: {st.message}")
 
     def detach(self) -> None:
         last = False
         if self._turn is not None:
-            served = int(read_json(self.dir / "served.json").get("served", 0)) + 1
-            write_json(self.dir / "served.json", {"served": served})
-            (self.dir / "running.json").unlink(missing_ok=True)
+            served = self.stack.finish_turn()
             self._turn.close()
             self._turn = None
             expected, searching = curve_state(self.plan)
             last = served >= expected and not searching
-        if self.dir is not None:
-            (self.dir / "waiting" / str(os.getpid())).unlink(missing_ok=True)
-            if last and not waiting_points(self.dir):
+        if self.stack is not None:
+            self.stack.done_waiting(os.getpid())
+            if last and not self.stack.waiting():
                 self._wait_for_teardown()
 
     def _wait_for_teardown(self) -> None:
@@ -212,25 +172,14 @@ class SharedStack:
         keeper = read_json(self.root / "current.json").get("keeper")
         grace = float(os.environ.get("SERVESWEEP_GRACE_S", "5"))
         deadline = time.monotonic() + 4 * grace + 30
-        while _alive(keeper) and time.monotonic() < deadline:
-            if waiting_points(self.dir):  # another point joined after all: the stack stays for it
+        while alive(keeper) and time.monotonic() < deadline:
+            if self.stack.waiting():  # another point joined after all: the stack stays for it
                 return
             time.sleep(0.1)
-        if _alive(keeper):
+        if alive(keeper):
             self.say(f"stack: keeper {keeper} still running {4 * grace + 30:.0f} s after the last point")
         else:
             self.say(f"stack: {self.dir.name} torn down")
-
-
-def waiting_points(stack_dir: Path) -> list[int]:
-    """Points attached to a stack and still alive (a killed point does not hold the stack up)."""
-    out = []
-    for f in (stack_dir / "waiting").glob("*"):
-        if _alive(int(f.name)):
-            out.append(int(f.name))
-        else:
-            f.unlink(missing_ok=True)
-    return out
 
 
 def expected_points(plan: Plan) -> int:

@@ -1,0 +1,187 @@
+"""The warm-stack protocol in one place: a stack directory's files, its states and the legal
+transitions between them, and the decisions the keeper and the points take from them.
+
+A curve's stacks live under ``logs/<recipe>/stacks/`` (``paths.stacks_dir``): ``current.json`` names
+the stack a new point should join, ``registry.lock`` serializes joining against stopping. In each
+stack's own directory: ``state.json`` (the keeper's), ``served.json`` and ``running.json`` (the
+points'), ``waiting/<pid>`` (points attached and not done), ``turn.lock`` (one benchmark at a time),
+``keeper.lock`` (one keeper per stack). The decisions below are pure: unit-tested without processes.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+import psutil
+
+from ..files import write_if_changed
+
+
+class State(StrEnum):
+    STARTING = "starting"
+    READY = "ready"
+    STOPPED = "stopped"  # torn down (or about to be) because no point needs it
+    DEAD = "dead"  # a process died, startup failed or the keeper was interrupted
+
+
+TRANSITIONS = {
+    None: {State.STARTING},
+    State.STARTING: {State.READY, State.DEAD},
+    State.READY: {State.STOPPED, State.DEAD},
+    State.STOPPED: set(),
+    State.DEAD: set(),
+}
+
+
+class ProtocolError(Exception):
+    """A transition the protocol does not allow (a second keeper, a state after the end)."""
+
+
+def alive(pid: int | None) -> bool:
+    try:
+        return bool(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def read_json(path: Path) -> dict:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def write_json(path: Path, doc: dict) -> None:
+    write_if_changed(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+
+
+class Flock:
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+
+    def acquire(self, blocking: bool = True) -> bool:
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+            return True
+        except BlockingIOError:
+            return False
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+@dataclass(frozen=True)
+class Status:
+    state: State | None  # None: the keeper has written nothing yet
+    message: str | None = None
+    info: dict | None = None
+    keeper: int | None = None
+
+
+@dataclass(frozen=True)
+class StackDir:
+    path: Path
+
+    @property
+    def id(self) -> str:
+        return self.path.name
+
+    def status(self) -> Status:
+        doc = read_json(self.path / "state.json")
+        try:
+            state = State(doc["state"]) if "state" in doc else None
+        except ValueError:
+            state = State.DEAD  # an unknown state is never joined
+        return Status(state, doc.get("message"), doc.get("info"), doc.get("keeper"))
+
+    def publish(self, state: State, **fields) -> None:
+        """The keeper's next state; only the transitions the protocol allows."""
+        now = self.status().state
+        if state not in TRANSITIONS[now]:
+            raise ProtocolError(f"stack {self.id}: {now and now.value} -> {state.value} is not allowed")
+        write_json(self.path / "state.json", {"state": state.value, "keeper": os.getpid(), **fields})
+
+    def fail(self, message: str) -> None:
+        """DEAD, unless the stack already reached an end state (a stop under way stays a stop)."""
+        if self.status().state not in (State.STOPPED, State.DEAD):
+            self.publish(State.DEAD, message=message)
+
+    def served(self) -> int:
+        return int(read_json(self.path / "served.json").get("served", 0))
+
+    def finish_turn(self) -> int:
+        served = self.served() + 1
+        write_json(self.path / "served.json", {"served": served})
+        (self.path / "running.json").unlink(missing_ok=True)
+        return served
+
+    def start_turn(self, point: int, since: float) -> int:
+        """This point's position on the stack (1 = the first benchmark on it)."""
+        write_json(self.path / "running.json", {"point": point, "since": since})
+        return self.served() + 1
+
+    def running_point(self) -> int | None:
+        return read_json(self.path / "running.json").get("point")
+
+    def wait(self, pid: int) -> None:
+        (self.path / "waiting").mkdir(exist_ok=True)
+        (self.path / "waiting" / str(pid)).touch()
+
+    def done_waiting(self, pid: int) -> None:
+        (self.path / "waiting" / str(pid)).unlink(missing_ok=True)
+
+    def waiting(self) -> list[int]:
+        """Points attached and still alive (a killed point does not hold the stack up)."""
+        out = []
+        for f in (self.path / "waiting").glob("*"):
+            if f.name.isdigit() and alive(int(f.name)):
+                out.append(int(f.name))
+            else:
+                f.unlink(missing_ok=True)
+        return out
+
+    def turn_lock(self) -> Flock:
+        return Flock(self.path / "turn.lock")
+
+    def claim_keeper(self) -> Flock:
+        """The one keeper of this stack (held until it exits); a second is refused."""
+        lock = Flock(self.path / "keeper.lock")
+        if not lock.acquire(blocking=False):
+            lock.close()
+            raise ProtocolError(f"stack {self.id} already has a keeper")
+        return lock
+
+
+def joinable(current: dict, curve: str, invocation: str, status: Status, keeper_alive: bool) -> str:
+    """What a new point does with the curve's current stack: ``join``, ``start`` a new one, or
+    ``fail`` (the curve's stack died: its remaining points fail at once)."""
+    if current.get("curve") != curve or current.get("invocation") != invocation:
+        return "start"
+    if status.state is State.DEAD:
+        return "fail"
+    if keeper_alive and status.state in (None, State.STARTING, State.READY):
+        return "join"
+    return "start"
+
+
+def keeper_decision(
+    waiting: bool, served: int, expected: int, searching: bool, idle_s: float, idle_limit_s: float, watched_alive: bool
+) -> str | None:
+    """Why the keeper stops now, or None to keep the stack: the snakemake that wanted it is gone,
+    every expected point is done (and no search wants more), or no point came for too long."""
+    if not watched_alive:
+        return "the snakemake process running the points is gone"
+    if waiting:
+        return None
+    if served >= expected and not searching:
+        return f"all {served} expected point(s) done"
+    if idle_s > idle_limit_s:
+        return f"idle for {idle_limit_s:.0f} s after {served} point(s)"
+    return None

@@ -1,0 +1,106 @@
+"""The warm-stack protocol without processes: states and transitions, joining, turn order, the
+keeper's stop decisions, dead points, one keeper per stack."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from servesweep.run.stackdir import (
+    TRANSITIONS,
+    ProtocolError,
+    StackDir,
+    State,
+    Status,
+    joinable,
+    keeper_decision,
+)
+
+CURRENT = {"curve": "c1", "invocation": "local:1", "dir": "x", "id": "x"}
+
+
+def test_states_follow_the_allowed_transitions(tmp_path):
+    d = StackDir(tmp_path)
+    assert d.status().state is None
+    with pytest.raises(ProtocolError):
+        d.publish(State.READY)  # not before starting
+    d.publish(State.STARTING)
+    d.publish(State.READY, info={"id": "x"})
+    assert d.status() == Status(State.READY, None, {"id": "x"}, os.getpid())
+    d.publish(State.STOPPED, message="all 3 expected point(s) done")
+    d.fail("late interrupt")  # a stop under way stays a stop
+    assert d.status().state is State.STOPPED
+    for end in (State.STOPPED, State.DEAD):
+        assert TRANSITIONS[end] == set()
+    with pytest.raises(ProtocolError):
+        d.publish(State.READY)
+
+
+def test_an_unknown_or_garbage_state_is_never_joined(tmp_path):
+    (tmp_path / "state.json").write_text('{"state": "warming"}')
+    assert StackDir(tmp_path).status().state is State.DEAD
+    (tmp_path / "state.json").write_text("[1, 2")
+    assert StackDir(tmp_path).status().state is None
+
+
+@pytest.mark.parametrize(
+    "current,state,keeper_alive,expected",
+    [
+        (CURRENT, State.READY, True, "join"),
+        (CURRENT, State.STARTING, True, "join"),
+        (CURRENT, None, True, "join"),  # the keeper has not written yet
+        (CURRENT, State.READY, False, "start"),  # its keeper is gone
+        (CURRENT, State.STOPPED, True, "start"),  # stopping: never join
+        (CURRENT, State.DEAD, True, "fail"),  # the curve's stack died: fail at once
+        ({**CURRENT, "curve": "c2"}, State.READY, True, "start"),  # another server configuration
+        ({**CURRENT, "invocation": "local:2"}, State.READY, True, "start"),  # another snakemake
+    ],
+)
+def test_a_point_joins_starts_or_fails(current, state, keeper_alive, expected):
+    assert joinable(current, "c1", "local:1", Status(state), keeper_alive) == expected
+
+
+def test_turns_count_positions_and_a_finished_turn_clears_running(tmp_path):
+    d = StackDir(tmp_path)
+    assert d.start_turn(4, 1.0) == 1 and d.running_point() == 4
+    assert d.finish_turn() == 1 and d.running_point() is None
+    assert d.start_turn(8, 2.0) == 2
+    assert d.finish_turn() == 2 and d.served() == 2
+
+
+def test_a_dead_point_does_not_hold_the_stack(tmp_path):
+    d = StackDir(tmp_path)
+    d.wait(os.getpid())
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    d.wait(gone.pid)
+    assert d.waiting() == [os.getpid()]
+    assert not (tmp_path / "waiting" / str(gone.pid)).exists()
+    d.done_waiting(os.getpid())
+    assert d.waiting() == []
+
+
+def test_a_second_keeper_is_refused(tmp_path):
+    first = StackDir(tmp_path).claim_keeper()
+    with pytest.raises(ProtocolError, match="already has a keeper"):
+        StackDir(tmp_path).claim_keeper()
+    first.close()
+    StackDir(tmp_path).claim_keeper().close()  # free again once the first is gone
+
+
+@pytest.mark.parametrize(
+    "args,reason",
+    [
+        ((True, 0, 3, False, 0, 90, True), None),  # a point is waiting
+        ((True, 3, 3, False, 500, 90, False), "the snakemake process running the points is gone"),
+        ((False, 3, 3, False, 0, 90, True), "all 3 expected point(s) done"),
+        ((False, 3, 3, True, 0, 90, True), None),  # a capacity search may still ask for a probe
+        ((False, 1, 3, False, 91, 90, True), "idle for 90 s after 1 point(s)"),
+        ((False, 1, 3, False, 10, 90, True), None),
+    ],
+)
+def test_the_keeper_stops_only_for_a_reason(args, reason):
+    assert keeper_decision(*args) == reason
