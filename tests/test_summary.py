@@ -104,7 +104,7 @@ def test_csv_has_one_row_per_point_with_every_figure(fixture_run):
     build_summary(paths, sel, Path("results/summary.md"))
     df = pd.read_csv("results/summary.csv")
     assert len(df) == 5
-    for col in ("req_s", "ttft_p99_s", "itl_p99_ms", "tps_per_gpu", "cache_read_share", "slo_met", "result"):
+    for col in ("req_s", "ttft_p99_s", "itl_p99_ms", "output_tps_per_gpu", "cache_read_share", "slo_met", "result"):
         assert col in df.columns
 
 

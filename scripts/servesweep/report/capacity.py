@@ -10,6 +10,7 @@ from tabulate import tabulate
 
 from ..encode import canonical
 from ..errors import InputError, Problem
+from ..figures import BY_NAME
 from ..files import write_if_changed
 from ..search import Bounds, decide
 from ..slo import slo_verdicts
@@ -31,9 +32,7 @@ def _probe_row(path: str, doc: dict, slo: dict) -> dict:
         "result": path,
         "plan_fingerprint": ident["plan_fingerprint"],
         "end_time": ident["end_time"],
-        "total_tps_per_gpu": f.get("total_tps_per_gpu"),
-        "output_tps_per_gpu": f.get("output_tps_per_gpu"),
-        "req_s": f.get("request_throughput"),
+        **{k: BY_NAME[k].of(f) for k in ("total_tps_per_gpu", "output_tps_per_gpu", "req_s")},
         "gpu_hours": _gpu_hours(doc),
     }
 

@@ -11,13 +11,13 @@ THROUGHPUT = "total_tps_per_gpu"  # the field's headline: input + output tokens 
 
 def pareto(df: pd.DataFrame) -> pd.DataFrame:
     """Points not beaten on both total tok/s per GPU and output tok/s per user."""
-    pts = df.dropna(subset=[THROUGHPUT, "tps_per_user"]).sort_values("tps_per_user", ascending=False)
+    pts = df.dropna(subset=[THROUGHPUT, "output_tps_per_user"]).sort_values("output_tps_per_user", ascending=False)
     front, best = [], -1.0
     for r in pts.itertuples():
         if getattr(r, THROUGHPUT) > best:
             front.append(r.Index)
             best = getattr(r, THROUGHPUT)
-    return pts.loc[front].sort_values("tps_per_user")
+    return pts.loc[front].sort_values("output_tps_per_user")
 
 
 def _finish(plt, fig, ax, labels: tuple[str, str], title: str, path: Path) -> str:
@@ -52,18 +52,18 @@ def plots(df: pd.DataFrame, plot_dir: Path, slos: dict) -> dict[str, list[str]]:
         fig, ax = plt.subplots(figsize=(7, 4.5))
         for recipe, rdf in sdf.groupby("recipe"):
             rdf = rdf.sort_values("concurrency")
-            ax.plot(rdf["tps_per_user"], rdf[THROUGHPUT], "o-", label=recipe, alpha=0.8)
+            ax.plot(rdf["output_tps_per_user"], rdf[THROUGHPUT], "o-", label=recipe, alpha=0.8)
             for r in rdf.itertuples():
                 ax.annotate(
                     f"c{r.concurrency}",
-                    (r.tps_per_user, getattr(r, THROUGHPUT)),
+                    (r.output_tps_per_user, getattr(r, THROUGHPUT)),
                     fontsize=7,
                     textcoords="offset points",
                     xytext=(3, 3),
                 )
         front = pareto(sdf)
         if len(front):
-            ax.plot(front["tps_per_user"], front[THROUGHPUT], "k--", lw=1.2, label="Pareto frontier")
+            ax.plot(front["output_tps_per_user"], front[THROUGHPUT], "k--", lw=1.2, label="Pareto frontier")
         labels = ("interactivity: output tok/s per user", "throughput: total (input + output) tok/s per GPU")
         files.append(
             _finish(

@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 from tabulate import tabulate
 
+from .. import figures
 from ..files import write_if_changed
 from ..slo import slo_verdicts
 from ..yamlio import checked_json
@@ -18,20 +19,6 @@ from .attribution import attribution_section
 from .capacity import capacity_section, load_capacities
 from .fmt import num
 from .plots import plots
-
-# figure -> (label, higher is better) for the baseline comparison
-DELTA_FIGURES = {
-    "req_s": ("req/s", True),
-    "ttft_p50_s": ("TTFT p50", False),
-    "ttft_p95_s": ("TTFT p95", False),
-    "itl_p50_ms": ("ITL p50", False),
-    "itl_p99_ms": ("ITL p99", False),
-    "output_tps": ("output tok/s", True),
-    "total_tps_per_gpu": ("total tok/s/GPU", True),
-    "tps_per_gpu": ("output tok/s/GPU", True),
-    "cache_read_share": ("cache read", True),
-}
-
 
 # Without repeats a run has no confidence interval: a delta smaller than this share of the
 # baseline is called noise (run-to-run spread of one point measured on these machines: 1-3 %).
@@ -57,22 +44,8 @@ def flatten(doc: dict, path: str, slo: dict) -> dict:
         "start_time": i["start_time"],
         "end_time": i["end_time"],
         "job_id": i["job_id"],
-        "req_s": f["request_throughput"],
-        "ttft_p50_s": f["ttft_s"]["p50"],
-        "ttft_p90_s": f["ttft_s"]["p90"],
-        "ttft_p95_s": f["ttft_s"]["p95"],
-        "ttft_p99_s": f["ttft_s"]["p99"],
-        "itl_p50_ms": f["itl_ms"]["p50"],
-        "itl_p90_ms": f["itl_ms"]["p90"],
-        "itl_p99_ms": f["itl_ms"]["p99"],
-        "latency_p50_s": f["request_latency_s"]["p50"],
-        "latency_p99_s": f["request_latency_s"]["p99"],
-        "output_tps": f["output_tps"],
-        "total_tps": f["total_tps"],
+        **figures.flat(f),
         "total_tps_per_gpu": _total_per_gpu(f, i["topology"]["gpus"]),
-        "tps_per_gpu": f["output_tps_per_gpu"],
-        "tps_per_user": f["output_tps_per_user"],
-        "cache_read_share": f["cache_read_share"],
         "cache_read_unmeasured": (doc.get("unmeasured") or {}).get("cache_read_share"),
         "theoretical_prefix_hit": f.get("theoretical_prefix_hit"),
         "requests": f["requests_completed"],
@@ -83,12 +56,10 @@ def flatten(doc: dict, path: str, slo: dict) -> dict:
         "worker_requests": json.dumps(workers, sort_keys=True),
         "worker_min": min(workers.values()) if workers else None,
         "worker_max": max(workers.values()) if workers else None,
-        "server_ttft_mean_s": f["server_ttft_s"]["mean"],
         "stack_id": i["stack"]["id"],
         "stack_position": i["stack"]["position"],
         "startup_s": i["stack"]["startup_s"],
         "bench_s": doc["timings_s"].get("bench"),
-        "ttft_gap_s": f["ttft_gap_s"],
         "slo_met": verdict["met"],
         "slo_missed": "; ".join(f"{v['slo']} {_g(v['value'])} > {_g(v['limit'])}" for v in miss),
         "result": path,
@@ -99,7 +70,7 @@ def flatten(doc: dict, path: str, slo: dict) -> dict:
 def _half_widths(repeats: dict | None) -> dict:
     """``<figure>_hw``: half the confidence interval of a figure measured over repeats."""
     hw = (repeats or {}).get("half_width") or {}
-    return {f"{fig}_hw": hw.get(fig) for fig in DELTA_FIGURES}
+    return {f"{fig.name}_hw": figures.half_width(hw, fig.name) for fig in figures.COMPARED}
 
 
 def _total_per_gpu(f: dict, gpus: int):
@@ -185,7 +156,7 @@ def scenario_table(df: pd.DataFrame, md_dir: Path) -> str:
                 " / ".join(_sec(getattr(r, f"ttft_{q}_s")) for q in ("p50", "p90", "p95", "p99")),
                 f"{num(r.itl_p50_ms, 1)} / {num(r.itl_p99_ms, 1)}",
                 _pm(r.total_tps_per_gpu, r.total_tps_per_gpu_hw),
-                num(r.tps_per_gpu),
+                num(r.output_tps_per_gpu),
                 num(r.output_tps),
                 f"{actual} / {_share(r.theoretical_prefix_hit)}",
                 _worker_cell(r),
@@ -259,7 +230,7 @@ def baseline_table(df: pd.DataFrame, base: pd.DataFrame) -> str:
     rows = []
     for r in merged.sort_values(["recipe", "concurrency"]).itertuples():
         cells = [r.recipe, r.concurrency]
-        for fig, (_, higher) in DELTA_FIGURES.items():
+        for fig, higher in ((f.name, f.higher_is_better) for f in figures.COMPARED):
             new, old = getattr(r, fig), getattr(r, f"{fig}_base")
             if new is None or old is None or pd.isna(new) or pd.isna(old) or old == 0:
                 cells.append("–")
@@ -270,7 +241,7 @@ def baseline_table(df: pd.DataFrame, base: pd.DataFrame) -> str:
             mark = " ≈ within noise" if abs(new - old) <= noise else (" ▲ better" if better else " ▼ worse")
             cells.append(f"{pct:+.1f}%{mark}")
         rows.append(cells)
-    headers = ["recipe", "conc"] + [label for label, _ in DELTA_FIGURES.values()]
+    headers = ["recipe", "conc"] + [f.heading for f in figures.COMPARED]
     return tabulate(rows, headers, tablefmt="github", disable_numparse=True)
 
 
@@ -280,7 +251,7 @@ def _best_section(df: pd.DataFrame) -> list[str]:
     if best.empty:
         return parts + ["_No point meets its SLO._"]
     rows = [
-        [r.scenario, r.concurrency, r.recipe, num(r.total_tps_per_gpu), num(r.tps_per_gpu), _verdict(r)]
+        [r.scenario, r.concurrency, r.recipe, num(r.total_tps_per_gpu), num(r.output_tps_per_gpu), _verdict(r)]
         for r in best.itertuples()
     ]
     headers = ["scenario", "conc", "best recipe", "total tok/s/GPU", "output tok/s/GPU", "SLO"]

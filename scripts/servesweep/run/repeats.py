@@ -84,7 +84,7 @@ def figures(artifact_dir: Path, exports: list[dict], gpus: int) -> dict | None:
         m = metrics.get(f"{metric}_{stat}")
         ok = isinstance(m, dict) and m.get("ci_low") is not None and m.get("ci_high") is not None
         half[fig] = (m["ci_high"] - m["ci_low"]) / 2 * scale if ok else None
-    for fig, base in (("tps_per_gpu", "output_tps"), ("total_tps_per_gpu", "total_tps")):
+    for fig, base in (("output_tps_per_gpu", "output_tps"), ("total_tps_per_gpu", "total_tps")):
         half[fig] = half[base] / gpus if half[base] is not None and gpus else None
     per_run = [{fig: _stat(e, metric, stat, scale) for fig, (metric, stat, scale) in HEADLINE.items()} for e in exports]
     level = meta.get("confidence_level", CONFIDENCE)
