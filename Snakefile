@@ -3,11 +3,14 @@
 import sys
 from pathlib import Path
 
-from snakemake.utils import min_version
-
-min_version("9.0")
+from snakemake import __version__ as SNAKEMAKE_VERSION
 
 sys.path.insert(0, str(Path(workflow.basedir) / "scripts"))
+from servesweep.render.smk import require_supported
+
+require_supported(
+    SNAKEMAKE_VERSION
+)  # Snakemake internals are read in one adapter (render/smk.py)
 
 
 report: "report/workflow.rst"

@@ -2,23 +2,17 @@
 # recipe happens here, at DAG-build time, so `snakemake -n` is the full check;
 # only in the main process: a cluster job's nested snakemake runs the plan it
 # was submitted with.
-import inspect
 import os
 import sys
 
 from snakemake.exceptions import WorkflowError
 
 from servesweep import paths
+from servesweep.render import smk
 from servesweep.render import workflow as sw
 from servesweep.render.entry import check_config_or_exit, load_or_exit
 
-
-def wildcards_only(fn):
-    """A per-job callable whose parameters Snakemake need not look up again for every job
-    (inspect.signature per job and per callable is a measurable share of a large dry run).
-    """
-    fn._overwrite_params = inspect.signature(fn).parameters
-    return fn
+wildcards_only = smk.wildcards_only
 
 
 def config_flag(key):
@@ -37,11 +31,7 @@ REHEARSAL = config_flag("rehearsal")
 
 def run_scope():
     """(targets, forced) of this run, for sizing a curve's Slurm job (known once the DAG is built)."""
-    dag = workflow.dag_settings
-    if dag is None:
-        return frozenset(), False
-    forced = dag.forceall or dag.forcetargets or "point" in (dag.forcerun or ())
-    return frozenset(dag.targets or ()), bool(forced)
+    return smk.run_scope(workflow)
 
 
 SELECTION = load_or_exit(
@@ -165,8 +155,8 @@ def curve_group(prefix):
         if workflow.is_main_process and not SELECTION.reuse(wildcards.recipe):
             return None
         gid = f"{prefix}-{wildcards.recipe}"
-        workflow.parent_groupids[gid] = (
-            prefix + "-{recipe}"
+        smk.name_group(
+            workflow, gid, prefix + "-{recipe}"
         )  # what --group-components names
         return gid
 

@@ -86,3 +86,23 @@ def test_a_file_where_the_results_directory_belongs_fails_the_dry_run(tmp_path):
     r = snakemake(wf, "-n", "results/summary.md")
     assert r.returncode != 0 and "Traceback" not in r.stdout + r.stderr
     assert "results/local-agg-2x-mocker is not a writable directory (or a file is in its way)" in r.stderr
+
+
+def test_a_curve_file_is_checked_before_the_keeper_trusts_it(tmp_path):
+    from servesweep.contract import curve_doc, read_curve
+
+    f = tmp_path / "curve.json"
+    f.write_text(json.dumps(curve_doc(3, True)))
+    assert read_curve(f) == (3, True)
+    for garbage in ('{"expected": "3"}', "[3]", '{"expected": 3, "searching": true, "x": 1}', "{", ""):
+        f.write_text(garbage)
+        assert read_curve(f) == (1, False), garbage  # one point, no search: the idle timeout covers it
+    assert read_curve(tmp_path / "missing.json") == (1, False)
+
+
+def test_an_unsupported_snakemake_is_named_with_what_to_do():
+    from servesweep.render.smk import check_version
+
+    assert check_version("9.27.1") is None and check_version("9.0.0") is None
+    for other in ("8.30.0", "10.0.0", "12.1"):
+        assert f"Snakemake {other} is not supported" in check_version(other) and "make setup" in check_version(other)

@@ -39,6 +39,23 @@ def stack_reuse_allowed() -> bool:
     return os.environ.get(STACK_REUSE_ENV, "1").lower() not in ("0", "false", "no")
 
 
+# The render -> run channels: the plan (PLAN_SCHEMA, load_plan), the curve file (schemas/curve.schema.yaml:
+# curve_doc / read_curve) and one env knob (STACK_REUSE_ENV). Nothing else crosses from render to run.
+
+
+def curve_doc(expected: int, searching: bool) -> dict:
+    return {"expected": expected, "searching": searching}
+
+
+def read_curve(path: Path) -> tuple[int, bool]:
+    """(points expected, whether a capacity search may ask for more); an unreadable file counts as
+    one point and no search, which the keeper's idle timeout makes safe."""
+    from .yamlio import checked_json
+
+    doc, _why = checked_json(path, "curve.schema.yaml")
+    return (max(doc["expected"], 1), doc["searching"]) if doc else (1, False)
+
+
 def curve_file(recipe: str, rehearsal: bool) -> str:
     """Written by the main snakemake process next to the plans, read by the point drivers:
     how many points of a curve this run expects ({"expected": n}), a hint for the stack keeper."""

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..contract import STACK_REUSE_ENV, Plan, curve_file, stack_reuse_allowed
+from ..contract import STACK_REUSE_ENV, Plan, curve_doc, curve_file, stack_reuse_allowed
 from ..encode import canonical
 from ..errors import InputError, Problem
 from ..files import write_if_changed
@@ -289,9 +289,7 @@ class Selection:
             return
         expected = len(self._will_run.get((recipe, rehearsal), ()))
         searching = not rehearsal and self._searching.get(recipe, False)
-        write_if_changed(
-            self.root / curve_file(recipe, rehearsal), canonical({"expected": expected, "searching": searching})
-        )
+        write_if_changed(self.root / curve_file(recipe, rehearsal), canonical(curve_doc(expected, searching)))
 
     def _render(self, recipe: str, conc: int, rehearsal: bool) -> tuple[dict, str]:
         """(plan, its canonical text)."""

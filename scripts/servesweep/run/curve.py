@@ -21,7 +21,7 @@ from pathlib import Path
 import psutil
 
 from .. import paths
-from ..contract import Plan, curve_file
+from ..contract import Plan, curve_file, read_curve
 from .metrics import http_post_json
 from .ready import PointFailed
 from .stack import StackInfo
@@ -191,8 +191,7 @@ def expected_points(plan: Plan) -> int:
 def curve_state(plan: Plan) -> tuple[int, bool]:
     """(points expected, whether a capacity search of the curve will ask for more probes): the
     main process learns of each probe only once the previous one has run."""
-    doc = read_json(Path.cwd() / curve_file(plan.recipe, plan.rehearsal))
-    return int(doc.get("expected", 0)) or 1, bool(doc.get("searching"))
+    return read_curve(Path.cwd() / curve_file(plan.recipe, plan.rehearsal))
 
 
 def reset_prefix_caches(plan: Plan, ctx, position: int) -> tuple[bool | None, str]:

@@ -1,0 +1,56 @@
+"""The one place that reads Snakemake's internals (the rules call these, never ``workflow.*``
+attributes beyond the documented ones): the run's targets and forcing, the name a group job gets,
+the per-job callables' parameter cache. Each is checked against the Snakemake versions it is known
+to work with; another version stops at once with what to do, not with a traceback mid-run.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+
+SUPPORTED = ((9, 0), (10, 0))  # [from, to): the releases these internals were read from
+
+
+def _version(text: str) -> tuple[int, int]:
+    parts = (text.split("+")[0].split(".") + ["0", "0"])[:2]
+    return tuple(int("".join(ch for ch in p if ch.isdigit()) or 0) for p in parts)
+
+
+def check_version(version: str) -> str | None:
+    """None if this Snakemake is one servesweep knows; else why not and what to do."""
+    low, high = SUPPORTED
+    if low <= _version(version) < high:
+        return None
+    return (
+        f"servesweep: Snakemake {version} is not supported (known: {'.'.join(map(str, low))} to before "
+        f"{'.'.join(map(str, high))}); install the pinned one: `make setup` (pyproject.toml)"
+    )
+
+
+def require_supported(version: str) -> None:
+    problem = check_version(version)
+    if problem:
+        print(problem, file=sys.stderr)
+        raise SystemExit(2)
+
+
+def run_scope(workflow) -> tuple[frozenset, bool]:
+    """(targets, forced) of this run, known once the DAG is built (empty before)."""
+    dag = getattr(workflow, "dag_settings", None)
+    if dag is None:
+        return frozenset(), False
+    forced = dag.forceall or dag.forcetargets or "point" in (dag.forcerun or ())
+    return frozenset(dag.targets or ()), bool(forced)
+
+
+def name_group(workflow, gid: str, pattern: str) -> None:
+    """What ``--group-components`` matches a group job by (Snakemake maps ids to their patterns)."""
+    workflow.parent_groupids[gid] = pattern
+
+
+def wildcards_only(fn):
+    """A per-job callable whose parameters Snakemake need not look up again for every job
+    (inspect.signature per job and per callable is a measurable share of a large dry run)."""
+    fn._overwrite_params = inspect.signature(fn).parameters
+    return fn
