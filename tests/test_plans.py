@@ -35,7 +35,7 @@ def test_every_shipped_recipe_validates_via_cli():
 
 def test_gemma4_two_tp4_replicas_on_one_node():
     p = plan_of("gemma4-livekit-2tp4-dyn-vllm-prod", 96)
-    assert p["nodes"] == 1 and p["gpus_total"] == 8
+    assert p["topology"]["nodes"] == 1 and p["topology"]["gpus"] == 8
     engines = [x for x in p["processes"] if x["role"] == "agg"]
     assert [e["env"]["CUDA_VISIBLE_DEVICES"] for e in engines] == ["0,1,2,3", "4,5,6,7"]
     sys_ports = {e["ports"]["system"]["port"] for e in engines}
@@ -91,7 +91,7 @@ def test_gemma4_two_tp4_replicas_on_one_node():
 )
 def test_dsv4_disaggregated_expansions(name, nodes, prefill, decode, expect):
     p = plan_of(name)
-    assert p["nodes"] == nodes and p["resources"]["nodes"] == nodes
+    assert p["topology"]["nodes"] == nodes and p["resources"]["nodes"] == nodes
     # the Mooncake store their MooncakeStoreConnector needs: one kvstore process beside etcd
     assert roles(p) == {"etcd": 1, "kvstore": 1, "frontend": 1, "prefill": prefill, "decode": decode}
     store = p["processes"][1]
@@ -205,7 +205,7 @@ def test_plan_command_prints_the_documented_shape():
     r = servesweep("plan", "recipes/dsv4-pro-gb300-1p1d-pdep8-ddep8-mtp.yaml", "--cluster", "gb300", "--conc", "384")
     assert r.returncode == 0, r.stderr
     p = json.loads(r.stdout)
-    assert p["nodes"] == 4 and p["gpus_total"] == 16
+    assert p["topology"]["nodes"] == 4 and p["topology"]["gpus"] == 16
     for proc in p["processes"]:
         assert {"name", "role", "node", "gpus", "ports", "env", "argv"} <= set(proc)
         assert isinstance(proc["argv"], list) and all(isinstance(a, str) for a in proc["argv"])

@@ -211,9 +211,7 @@ class Plan:
     model: dict
     dynamo: dict | None
     setup: dict | None
-    topology: dict
-    nodes: int
-    gpus_total: int
+    topology: dict  # kind, per-role shapes, gpus, nodes, processes
     processes: tuple[Process, ...]
     client_url: str
     frontends: tuple[str, ...]
@@ -227,7 +225,6 @@ class Plan:
     ports: dict
     resources: dict
     benchmark: Benchmark
-    concurrency: int
     point: int
     fingerprints: dict
 
@@ -241,6 +238,19 @@ class Plan:
                 "benchmark": Benchmark(**doc["benchmark"]),
             }
         )
+
+    @property
+    def nodes(self) -> int:
+        return self.topology["nodes"]
+
+    @property
+    def gpus_total(self) -> int:
+        return self.topology["gpus"]
+
+    @property
+    def concurrency(self) -> int:
+        """The concurrency it runs (rehearsal may cap the target's, which is ``point``)."""
+        return self.benchmark.concurrency
 
     def process(self, name: str) -> Process:
         return next(p for p in self.processes if p.name == name)

@@ -136,7 +136,6 @@ def render_point(
     run_cluster = rehearsal or cluster
     bench = _benchmark(doc, conc, cluster, rehearsal)
     plan = dict(base)
-    plan["concurrency"] = bench["concurrency"]
     plan["point"] = conc  # the target's concurrency (rehearsal may cap the one it runs)
     plan["benchmark"] = bench
     plan["resources"] = dict(base["resources"], **_time_budget(doc, run_cluster, bench))
@@ -336,8 +335,6 @@ def _plan_doc(recipe, cluster, rehearsal, doc, kind, image, roles, slots, procs)
         "dynamo": doc.get("dynamo"),
         "setup": doc.get("setup"),
         "topology": _topology_summary(recipe, roles, sum(per_node.values()), nodes, len(procs)),
-        "nodes": nodes,
-        "gpus_total": sum(per_node.values()),
         "processes": [p.to_json() for p in procs],
         "expect_registrations": expect,
         "readiness": {"timeout_s": (doc.get("readiness") or {}).get("timeout_s", run_cluster.readiness_timeout_s)},
@@ -371,7 +368,7 @@ def _topology_summary(recipe: Recipe, roles, gpus: int, nodes: int, processes: i
     return out
 
 
-POINT_KEYS = ("benchmark", "concurrency", "point", "resources")  # what a point sets on its layout
+POINT_KEYS = ("benchmark", "point", "resources")  # what a point sets on its layout
 
 
 @dataclass(frozen=True)
