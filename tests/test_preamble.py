@@ -87,7 +87,7 @@ def test_setup_steps_and_pins_run_before_the_engine(tmp_path, reliability):
         r = snakemake(wf, *targets, "--keep-going")
     assert r.returncode != 0
     ok = json.loads((wf / targets[0]).read_text())["identity"]["tools"]
-    assert ok["running"]["ai-dynamo"] == ok["engine"]  # what the processes said they run
+    assert ok["engine"] == f"ai-dynamo {ok['running']['ai-dynamo']}"  # what the processes said they run
     log = (stack_logs(wf, targets[0]) / "agg-0.log").read_text().splitlines()
     setup_done = next(i for i, ln in enumerate(log) if ln.startswith("servesweep: setup done on node "))
     assert log.index("servesweep-test: site module imported") > setup_done  # the engine imported what setup wrote
@@ -101,4 +101,4 @@ def test_setup_steps_and_pins_run_before_the_engine(tmp_path, reliability):
     reason = json.loads((wf / "logs/setup-fails/c2/failure.json").read_text())["reason"]
     assert "exited with code 3" in reason and "half-way" in reason  # exit code and log tail
     reason = json.loads((wf / "logs/pin-wrong/c2/failure.json").read_text())["reason"]
-    assert f"ai-dynamo pinned 0.0.1, running {ok['engine']}" in reason
+    assert f"ai-dynamo pinned 0.0.1, running {ok['running']['ai-dynamo']}" in reason

@@ -382,7 +382,7 @@ def test_setup_steps_and_pins_run_in_each_engine_step_on_its_node(swf):
     r = sm(swf, *targets, "--keep-going")
     assert r.returncode != 0
     ok = json.loads((swf / targets[0]).read_text())["identity"]
-    assert ok["tools"]["running"]["ai-dynamo"] == ok["tools"]["engine"]
+    assert ok["tools"]["engine"] == f"ai-dynamo {ok['tools']['running']['ai-dynamo']}"
     for proc in ("agg-0", "agg-1"):
         log = (stack_logs(swf, targets[0]) / f"{proc}.log").read_text()
         node = nodes_in_log(stack_logs(swf, targets[0]) / f"{proc}.log")[0]
@@ -390,7 +390,7 @@ def test_setup_steps_and_pins_run_in_each_engine_step_on_its_node(swf):
         assert log.index("setup done") < log.index("servesweep-test: site module imported")
     for name, text in [
         ("slurm-setup-fails", "setup failed: setup/fail.sh on node n"),
-        ("slurm-pin-wrong", f"ai-dynamo pinned 0.0.1, running {ok['tools']['engine']}"),
+        ("slurm-pin-wrong", f"ai-dynamo pinned 0.0.1, running {ok['tools']['running']['ai-dynamo']}"),
     ]:
         reason = json.loads((swf / f"logs/{name}/c2/failure.json").read_text())["reason"]
         assert text in reason and "during startup" in reason, reason

@@ -324,7 +324,9 @@ def document(plan: Plan, figs: dict, why: dict, export: dict, run: RunFacts) -> 
         "end_time": run.end_time,
         "tools": {
             "aiperf": export.get("aiperf_version"),
-            "engine": next((run.versions[d] for d in plan.server_metrics["distributions"] if d in run.versions), None),
+            "engine": next(
+                (f"{d} {run.versions[d]}" for d in plan.server_metrics["distributions"] if d in run.versions), None
+            ),
             "servesweep": git_commit(),
             "running": run.versions,
         },
