@@ -229,10 +229,10 @@ class SrunSpawner(LocalSpawner):
 def bwrap_prefix(container: dict, ctx: Context, me: str) -> list[str]:
     """The test rig's container (bubblewrap): the base read-only, a private /tmp, the declared mounts
     (the workflow dir among them) and nothing else of the host; the host's network, as under pyxis."""
-    out = ["bwrap", "--die-with-parent"]
+    # bwrap applies these in order: the private /tmp first, so a base dir or mount under /tmp stays visible
+    out = ["bwrap", "--die-with-parent", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     for d in container.get("base", []):
         out += ["--ro-bind", d, d]
-    out += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     for m in container.get("mounts", []):
         host, inside, *flags = ctx.resolve(m, me).split(":")
         out += ["--ro-bind" if "ro" in flags else "--bind", host, inside]
