@@ -118,3 +118,20 @@ def test_step_script_maps_plan_slices_onto_slurm_gpus():
     assert _step({"SERVESWEEP_GPUS": "0,1,2,3", "CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"}) == "got=0,1,2,3"
     assert _step({"SERVESWEEP_GPUS": "none", "CUDA_VISIBLE_DEVICES": "0,1"}) == "got="
     assert _step({"SERVESWEEP_GPUS": "2"}) == "got=2"  # no Slurm GPU list: the plan's ids as they are
+
+
+def test_the_rig_container_mounts_its_private_tmp_before_anything_under_it():
+    from pathlib import Path
+
+    from servesweep.run.spawn import Context, bwrap_prefix
+
+    ctx = Context(["127.0.0.1"], ["n1"], 0, "1", Path("/tmp/w/logs/x"), {}, workdir=Path("/tmp/w"))
+    container = {
+        "runtime": "bwrap",
+        "base": ["/usr", "/tmp/w-venvs"],
+        "mounts": ["/tmp/site:/models:ro", "{workdir}:{workdir}"],
+    }
+    argv = bwrap_prefix(container, ctx, "agg-0")
+    tmp = argv.index("--tmpfs")
+    assert argv[tmp + 1] == "/tmp" and all(i > tmp for i, a in enumerate(argv) if a in ("--ro-bind", "--bind"))
+    assert argv[-3:] == ["--chdir", "/tmp/w", "--"] and ["--ro-bind", "/tmp/site", "/models"] == argv[-9:-6]
