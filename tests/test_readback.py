@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from servesweep.errors import InputError
+from servesweep.files import read_json_object as _read_json
 from servesweep.render import why
-from servesweep.render.workflow import _read_json
 from servesweep.report.capacity import capacity_doc, load_capacities
 from servesweep.report.summary import build_summary
 from servesweep.tools.samples import result_doc

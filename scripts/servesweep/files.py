@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -38,3 +39,12 @@ def write_if_changed(path: Path, text: str) -> bool:
         Path(tmp).unlink(missing_ok=True)
         raise
     return True
+
+
+def read_json_object(path: Path) -> dict:
+    """A file we wrote, read back: anything but a JSON object counts as absent."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}

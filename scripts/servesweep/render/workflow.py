@@ -16,7 +16,7 @@ from pathlib import Path
 from ..contract import STACK_REUSE_ENV, Plan, curve_doc, curve_file, stack_reuse_allowed
 from ..encode import canonical
 from ..errors import InputError, Problem
-from ..files import write_if_changed
+from ..files import read_json_object, write_if_changed
 from ..paths import (
     POINT_TARGET,
     REHEARSAL_SUMMARY_MD,
@@ -261,7 +261,7 @@ class Selection:
         missing += [] if rehearsal else [capacity_file(r) for r in self.searches.recipes]
         missing = [m for m in missing if not (self.root / m).exists()]
         summary = self.root / (REHEARSAL_SUMMARY_MD if rehearsal else SUMMARY_MD)
-        old = _read_json(path)
+        old = read_json_object(path)
         built_since = summary.exists() and path.exists() and summary.stat().st_mtime >= path.stat().st_mtime
         if not path.exists() or (missing and (missing != old.get("missing") or built_since)):
             write_if_changed(path, canonical({"missing": missing, "noticed": time.time()}))
@@ -350,12 +350,3 @@ def batch_step_tasks(res: dict) -> dict:
     CPUs are split over them so the job asks for no more CPUs than one task would."""
     tasks = max(2, res["nodes"])
     return dict(res, tasks=tasks, cpus_per_task=math.ceil(res["cpus_per_task"] / tasks))
-
-
-def _read_json(path: Path) -> dict:
-    """A file we wrote, read back: anything but a JSON object counts as absent."""
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return doc if isinstance(doc, dict) else {}

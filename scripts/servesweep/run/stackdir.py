@@ -19,6 +19,7 @@ from pathlib import Path
 
 import psutil
 
+from ..files import read_json_object as read_json
 from ..files import write_if_changed
 
 
@@ -47,14 +48,6 @@ def alive(pid: int | None) -> bool:
         return bool(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
-
-
-def read_json(path: Path) -> dict:
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return doc if isinstance(doc, dict) else {}
 
 
 def write_json(path: Path, doc: dict) -> None:
