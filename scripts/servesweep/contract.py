@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import paths
-from .yamlio import schema_errors
+from .yamlio import checked_json, schema_errors
 
 PLAN_SCHEMA = "servesweep.plan/5"
 # The runtime-reference grammar: {KIND:PROC[.PORT]} or {NAME}; only the run resolves them.
@@ -50,8 +50,6 @@ def curve_doc(expected: int, searching: bool) -> dict:
 def read_curve(path: Path) -> tuple[int, bool]:
     """(points expected, whether a capacity search may ask for more); an unreadable file counts as
     one point and no search, which the keeper's idle timeout makes safe."""
-    from .yamlio import checked_json
-
     doc, _why = checked_json(path, "curve.schema.yaml")
     return (max(doc["expected"], 1), doc["searching"]) if doc else (1, False)
 
