@@ -32,6 +32,7 @@ TEST = {
     "munged": "munge",
     "ip": "iproute2",
     "nsenter": "util-linux",
+    "bwrap": "bubblewrap",  # the Slurm rig's container runtime (no pyxis here)
 }
 PURPOSES = {"demo": DEMO, "test": TEST}
 SEARCH = ("/usr/sbin", "/usr/bin", "/sbin", "/bin")
