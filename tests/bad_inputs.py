@@ -153,7 +153,7 @@ CASES = [
         "did you mean 'tolerance'",
         _set("capacity", {"min": 2, "max": 8, "tolerence": 2}),
     ),  # fmt: skip
-    Case("engine-kind-unknown", "engine.kind", "is not one of", _set("engine.kind", "dynamo.tgi")),
+    Case("engine-kind-unknown", "engine.kind", "unknown engine kind", _set("engine.kind", "dynamo.tgi")),
     Case("router-mode-unknown", "frontend.router.mode", "is not one of", _set("frontend.router.mode", "fastest")),
     Case("too-many-gpus", "topology", "needs 2 nodes", _set("topology.aggregated", {"replicas": 3, "tp": 4})),
     Case(

@@ -18,7 +18,7 @@ from pathlib import Path
 from . import paths
 from .yamlio import checked_json, schema_errors
 
-PLAN_SCHEMA = "servesweep.plan/5"
+PLAN_SCHEMA = "servesweep.plan/6"
 # The runtime-reference grammar: {KIND:PROC[.PORT]} or {NAME}; only the run resolves them.
 REF_KINDS = ("addr", "port", "rank_port")
 REF_NAMES = ("job_id", "run_dir", "workdir", "namespace", "servesweep_python")
@@ -219,7 +219,7 @@ class Plan:
     validity: dict
     container: dict | None
     discovery: dict
-    stack: dict  # {reuse}: whether the stale points of a curve may share one warm stack
+    stack: dict  # {reuse, prefix_reset}: whether the stale points of a curve share one warm stack, and the reset
     ports: dict
     resources: dict
     benchmark: Benchmark

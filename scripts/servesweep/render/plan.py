@@ -11,11 +11,12 @@ import math
 from dataclasses import dataclass
 
 from ..contract import PLAN_SCHEMA, REPEAT_COOLDOWN_S, Process, host_side
-from ..encode import digest, encode, encode_key
+from ..encode import digest, encode
 from ..errors import InputError, Problem
-from . import engines, kvstore, plain, preamble, topology
+from . import engines, kinds, kvstore, preamble, topology
 from .cluster import Cluster
-from .kinds import DYNAMO_KINDS, PLAIN_KINDS, server_metrics
+from .kinds.dynamo_frontend import FRONTEND
+from .plantext import POINT_KEYS, LayoutTexts
 from .ports import PortAllocator, binding_collisions, usable_slots
 from .recipe import PLACEHOLDER, RUNTIME_PLACEHOLDERS, Recipe
 
@@ -149,7 +150,7 @@ def render_point(
     return plan, texts.plan.fill(values)
 
 
-def layout(recipe: Recipe, cluster: Cluster, rehearsal: Cluster | None = None) -> tuple[dict, dict, _LayoutTexts]:
+def layout(recipe: Recipe, cluster: Cluster, rehearsal: Cluster | None = None) -> tuple[dict, dict, LayoutTexts]:
     """The concurrency-independent part of a plan, the placeholder-filled recipe, and templates
     of the plan's text with that part already encoded."""
     doc, kind, image, python = _effective_recipe(recipe, cluster, rehearsal)
@@ -160,19 +161,18 @@ def layout(recipe: Recipe, cluster: Cluster, rehearsal: Cluster | None = None) -
     planes = _planes(recipe, doc, cluster, nodes)
     alloc = PortAllocator(cluster.port_base, cluster.port_block)
     tools = _Binaries.of(run_cluster, image)
-    procs = _control_plane(planes, tools, alloc) if kind in DYNAMO_KINDS else []
+    dynamo = kinds.get(kind).dynamo
+    procs = _control_plane(planes, tools, alloc) if dynamo else []
     store = kvstore.worker_env(doc) if kvstore.needed(recipe.doc) else {}  # rehearsal drops the engine args
     if store:
         procs.append(_process(kvstore.NAME, kvstore.NAME, None, 0, (), kvstore.process(tools.mooncake_master, alloc)))
-    frontends = (
-        _frontends(doc, kind, python, alloc, planes, nodes, rehearsal is not None) if kind in DYNAMO_KINDS else []
-    )
+    frontends = _frontends(doc, kind, python, alloc, planes, nodes, rehearsal is not None) if dynamo else []
     procs += frontends
     cpu = None if rehearsal else cluster.cpu_engine
     engine_procs = _engines(kind, doc, slots, python, alloc, planes, rehearsal is not None, cpu, store)
     procs += engine_procs
     # nginx in front of several frontends, or of several plain-engine replicas (no router of their own)
-    entries = frontends if kind in DYNAMO_KINDS else [p for p in engine_procs if not p.headless]
+    entries = frontends if dynamo else [p for p in engine_procs if not p.headless]
     balancer = None
     if len(entries) > 1:
         spec = engines.balancer(tools.nginx, alloc)
@@ -191,7 +191,7 @@ def layout(recipe: Recipe, cluster: Cluster, rehearsal: Cluster | None = None) -
         balancer=balancer,
         discovery={"backend": planes.discovery, "event_plane": planes.event_plane, "namespace": "{namespace}"},
     )
-    return plan, doc, _LayoutTexts.of(plan)
+    return plan, doc, LayoutTexts.of(plan)
 
 
 def _effective_recipe(recipe: Recipe, cluster: Cluster, rehearsal: Cluster | None) -> tuple[dict, str, str, str]:
@@ -201,7 +201,7 @@ def _effective_recipe(recipe: Recipe, cluster: Cluster, rehearsal: Cluster | Non
     image = doc.get("image")
     python = doc["engine"].get("python") or cluster.python_for(kind)
     if rehearsal is not None:
-        kind, image, python = "dynamo.mocker", None, rehearsal.engine_python
+        kind, image, python = kinds.get(kind).rehearsal, None, rehearsal.engine_python
         doc["model"]["path"] = f"{rehearsal.placeholders.get('model_dir', '.cache/models')}/{REHEARSAL_MODEL}"
         doc["engine"]["args"] = []
         for role in (doc["topology"].get("disaggregated") or {}).values():
@@ -262,7 +262,7 @@ def _frontends(doc: dict, kind: str, python: str, alloc, planes, nodes: int, reh
     env_layers = (doc.get("env"), fe.get("env"))
     out = []
     for i in range(count):
-        spec = engines.frontend(doc, python, alloc, planes)
+        spec = FRONTEND.process(doc, python, alloc, planes)
         argv = preamble.wrap(spec.argv, python, doc, kind, engine=False, rehearsal=rehearsal)
         spec = engines.ProcessSpec(**{**spec.__dict__, "env": _merge_env(*env_layers, spec.env), "argv": argv})
         out.append(_process("frontend" if count == 1 else f"frontend-{i}", "frontend", None, i % nodes, (), spec))
@@ -271,15 +271,16 @@ def _frontends(doc: dict, kind: str, python: str, alloc, planes, nodes: int, reh
 
 def _engines(kind, doc, slots, python, alloc, planes, rehearsal: bool, cpu: dict | None, store: dict) -> list[Process]:
     router = ((doc.get("frontend") or {}).get("router") or {}).get("mode", "kv")
+    engine = kinds.get(kind)
     shared: dict[topology.Worker, engines.WorkerPorts] = {}
     out = []
     for slot in slots:
         w = slot.worker
         if w not in shared:
-            kv, nixl, rpc = engines.shares_ports(kind, router == "kv", w.role.name != "agg", slot.parts > 1)
+            kv, nixl, rpc = engine.shared_ports(router == "kv", w.role.name != "agg", slot.parts > 1)
             shared[w] = engines.WorkerPorts.take(alloc, w.role.dp, kv, nixl, rpc, slot.name)
         e = engines.EngineInput(kind, doc, slot, python, alloc, router == "kv", planes, shared[w], cpu)
-        spec = plain.plain_process(e) if kind in PLAIN_KINDS else engines.engine_process(e)
+        spec = engine.process(e)
         if rehearsal and spec.headless:
             spec = engines.standin_process(spec)
         env = _merge_env(doc.get("env"), doc["engine"].get("env"), w.role.env, store, spec.env)
@@ -330,7 +331,7 @@ def _plan_doc(recipe, cluster, rehearsal, doc, kind, image, roles, slots, procs)
         "image": image,
         "engine": kind,
         "recipe_engine": recipe.engine_kind,
-        "server_metrics": server_metrics(kind),
+        "server_metrics": kinds.get(kind).server_metrics(),
         "model": doc["model"],
         "dynamo": doc.get("dynamo"),
         "setup": doc.get("setup"),
@@ -343,7 +344,7 @@ def _plan_doc(recipe, cluster, rehearsal, doc, kind, image, roles, slots, procs)
             "max_cancelled_share": (doc.get("validity") or {}).get("max_cancelled_share", 0.1),
         },
         "container": container,
-        "stack": {"reuse": (doc.get("stack") or {}).get("reuse", True)},
+        "stack": _stack(doc, kind),
         "ports": {
             "base": cluster.port_base,
             "block": cluster.port_block,
@@ -359,6 +360,16 @@ def _plan_doc(recipe, cluster, rehearsal, doc, kind, image, roles, slots, procs)
     }
 
 
+def _stack(doc: dict, kind: str) -> dict:
+    """Warm-stack settings: reuse, and the kind's prefix-cache reset (enabled only on opt-in)."""
+    stack, reset = doc.get("stack") or {}, kinds.get(kind).prefix_reset
+    out = {"reuse": stack.get("reuse", True), "prefix_reset": None}
+    if reset:
+        enabled = bool(stack.get("reset_prefix_cache"))
+        out["prefix_reset"] = {"path": reset.path, "port": reset.port, "enabled": enabled, "opt_in": reset.opt_in}
+    return out
+
+
 def _topology_summary(recipe: Recipe, roles, gpus: int, nodes: int, processes: int) -> dict:
     out = {"kind": "disaggregated" if recipe.disaggregated else "aggregated"}
     for r in roles:
@@ -366,50 +377,3 @@ def _topology_summary(recipe: Recipe, roles, gpus: int, nodes: int, processes: i
         out[f"{r.name}_worker"] = {"tp": r.tp, "dp": r.dp, "pp": r.pp, "ep": r.ep, "launch": r.launch}
     out.update({"gpus": gpus, "nodes": nodes, "processes": processes})
     return out
-
-
-POINT_KEYS = ("benchmark", "point", "resources")  # what a point sets on its layout
-
-
-@dataclass(frozen=True)
-class _Template:
-    """A dict's canonical text with holes for some values: static text and hole names alternate."""
-
-    pieces: tuple[str, ...]
-
-    @classmethod
-    def of(cls, fixed: dict[str, str], holes: dict[str, str]) -> _Template:
-        """``fixed``: key -> encoded value; ``holes``: key -> name of the value that fills it."""
-        pieces, text = [], "{"
-        for i, key in enumerate(sorted([*fixed, *holes])):
-            text += ("," if i else "") + encode_key(key) + ":"
-            if key in holes:
-                pieces += [text, holes[key]]
-                text = ""
-            else:
-                text += fixed[key]
-        return cls((*pieces, text + "}\n"))
-
-    def fill(self, values: dict[str, str]) -> str:
-        p = self.pieces
-        return "".join([p[i] if i % 2 == 0 else values[p[i]] for i in range(len(p))])
-
-
-@dataclass(frozen=True)
-class _LayoutTexts:
-    """Templates of a layout's plan text, its fingerprinted body and its curve (no concurrency)."""
-
-    plan: _Template
-    body: _Template
-    curve: _Template
-
-    @classmethod
-    def of(cls, base: dict) -> _LayoutTexts:
-        fixed = {k: encode(v) for k, v in base.items() if k not in POINT_KEYS}
-        body = {k: k for k in POINT_KEYS}
-        curve = {"benchmark": "curve_benchmark", "resources": "resources"}
-        return cls(
-            _Template.of(fixed, {**body, "fingerprints": "fingerprints"}),
-            _Template.of(fixed, body),
-            _Template.of(fixed, curve),
-        )

@@ -11,7 +11,7 @@ import json
 
 from ..contract import PREAMBLE_SCRIPT
 from ..errors import Problem
-from .kinds import DYNAMO_KINDS, ENGINE_DISTRIBUTIONS
+from . import kinds
 
 SCRIPT = PREAMBLE_SCRIPT  # the driver copies run/preamble.py there; every container mounts the run dir
 DYNAMO_DISTRIBUTIONS = ["ai-dynamo", "ai-dynamo-runtime"]
@@ -30,12 +30,13 @@ def pins(doc: dict, kind: str) -> list[dict]:
     if "git" in dyn:
         out.append({"dists": DYNAMO_DISTRIBUTIONS, "commit": dyn["git"]})
     if "version" in doc["engine"]:
-        out.append({"dists": ENGINE_DISTRIBUTIONS[kind], "version": doc["engine"]["version"]})
+        out.append({"dists": list(kinds.get(kind).distributions), "version": doc["engine"]["version"]})
     return out
 
 
 def reported(kind: str) -> list[str]:
-    return (DYNAMO_DISTRIBUTIONS if kind in DYNAMO_KINDS else []) + ENGINE_DISTRIBUTIONS[kind]
+    k = kinds.get(kind)
+    return (DYNAMO_DISTRIBUTIONS if k.dynamo else []) + list(k.distributions)
 
 
 def wrap(argv: tuple[str, ...], python: str, doc: dict, kind: str, engine: bool, rehearsal: bool) -> tuple[str, ...]:
@@ -55,12 +56,12 @@ def wrap(argv: tuple[str, ...], python: str, doc: dict, kind: str, engine: bool,
 
 def pin_problems(doc: dict, label: str) -> list[Problem]:
     """Pins the preamble cannot honour for this engine kind."""
-    kind, dyn, out = doc["engine"]["kind"], doc.get("dynamo") or {}, []
-    if dyn and kind not in DYNAMO_KINDS:
-        out.append(Problem(label, "dynamo", f"engine kind {kind} runs no Dynamo: a Dynamo pin would do nothing"))
+    kind, dyn, out = kinds.get(doc["engine"]["kind"]), doc.get("dynamo") or {}, []
+    if dyn and not kind.dynamo:
+        out.append(Problem(label, "dynamo", f"engine kind {kind.name} runs no Dynamo: a Dynamo pin would do nothing"))
     if "git" in dyn and dyn.get("install"):
         reason = "a commit pin is verified (pip's direct_url record), not built here: build it into the image"
         out.append(Problem(label, "dynamo.install", reason))
-    if "version" in doc["engine"] and not ENGINE_DISTRIBUTIONS[kind]:
-        out.append(Problem(label, "engine.version", f"{kind} has no engine package of its own to pin"))
+    if "version" in doc["engine"] and not kind.distributions:
+        out.append(Problem(label, "engine.version", f"{kind.name} has no engine package of its own to pin"))
     return out

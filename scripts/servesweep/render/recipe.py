@@ -14,9 +14,8 @@ from pathlib import Path
 from ..contract import RUNTIME_REF, SECRET_NAME, USER_REF_NAMES
 from ..errors import InputError, Problem
 from ..yamlio import ParseCache, load_yaml, schema_problems
-from . import flags, kvstore, preamble, topology
+from . import flags, kinds, kvstore, preamble, topology
 from .cluster import Cluster
-from .kinds import PLAIN_KINDS
 from .topology import Role
 
 # {name} placeholders; JSON objects ({"k": ...}) never match.
@@ -182,44 +181,23 @@ def _capacity_problems(recipe: Recipe) -> list[Problem]:
 
 def _engine_problems(recipe: Recipe) -> list[Problem]:
     """What the engine kind supports, and the GPU arithmetic of each role."""
-    doc, label, out = recipe.doc, recipe.source, []
-    kind, roles = recipe.engine_kind, recipe.roles()
-    if kind in PLAIN_KINDS:
-        if recipe.disaggregated:
-            reason = f"plain {kind} has no disaggregated serving here: use engine.kind dynamo.{kind}"
-            out.append(Problem(label, "topology.disaggregated", reason))
-        if "frontend" in doc:
-            out.append(Problem(label, "frontend", f"plain {kind} runs without the Dynamo frontend (nginx balances)"))
-    if (doc.get("stack") or {}).get("reset_prefix_cache") and kind != "vllm":
-        reason = f"only plain vllm can reset its prefix cache (dev mode); {kind} offers no reset, so this does nothing"
+    doc, label = recipe.doc, recipe.source
+    kind = kinds.get(recipe.engine_kind)
+    out = [Problem(label, f, reason) for f, reason in kind.problems(recipe)]
+    if (doc.get("stack") or {}).get("reset_prefix_cache") and not kind.prefix_reset:
+        reason = f"{kind.name} offers no prefix-cache reset, so this does nothing"
         out.append(Problem(label, "stack.reset_prefix_cache", reason))
-    if kind == "dynamo.sglang" and not recipe.disaggregated and roles[0].workers > 1:
-        reason = "dynamo.sglang supports one replica behind the frontend; use replicas: 1"
-        out.append(Problem(label, "topology.aggregated.replicas", reason))
-    if kind == "dynamo.trtllm":
-        out += _trtllm_problems(recipe)
     out += preamble.pin_problems(doc, label) + kvstore.problems(doc, label)
     topo = doc["topology"]
-    for r in roles:
+    for r in recipe.roles():
         stated = (topo.get("aggregated") or (topo.get("disaggregated") or {}).get(r.name) or {}).get("gpus")
         if stated is not None and stated != r.gpus_per_worker:
             reason = f"gpus {stated} does not equal dp {r.dp} x tp {r.tp} x pp {r.pp} = {r.gpus_per_worker}"
             out.append(Problem(label, f"{r.field}.gpus", reason))
         if r.launch == "per_gpu" and (r.tp > 1 or r.pp > 1):
             out.append(Problem(label, f"{r.field}.launch", "per_gpu launch needs tp = pp = 1 (one DP rank per GPU)"))
-        if r.launch == "per_gpu" and kind not in ("dynamo.vllm", "dynamo.mocker"):
-            out.append(Problem(label, f"{r.field}.launch", f"per_gpu launch is not supported for {kind}"))
-    return out
-
-
-def _trtllm_problems(recipe: Recipe) -> list[Problem]:
-    """dynamo.trtllm spans nodes through MPI (trtllm-llmapi-launch), which servesweep does not launch:
-    one process per worker, on one node; attention DP is the engine's flag, not topology dp."""
-    out = []
-    for r in recipe.roles():
-        if r.dp > 1:
-            reason = "dynamo.trtllm: set --enable-attention-dp in args; topology dp must be 1"
-            out.append(Problem(recipe.source, f"{r.field}.dp", reason))
+        if r.launch == "per_gpu" and not kind.per_gpu:
+            out.append(Problem(label, f"{r.field}.launch", f"per_gpu launch is not supported for {kind.name}"))
     return out
 
 
@@ -244,9 +222,10 @@ def _env_problems(recipe: Recipe) -> list[Problem]:
     env_fields = [("env", doc.get("env", {})), ("engine.env", doc["engine"].get("env", {}))]
     env_fields += [("frontend.env", (doc.get("frontend") or {}).get("env", {}))]
     env_fields += [(f"{r.field}.env", r.env) for r in recipe.roles()]
+    owned = flags.owned_env(recipe.engine_kind)
     for fld, env in env_fields:
         for k, v in env.items():
-            if k in flags.OWNED_ENV:
+            if k in owned:
                 out.append(Problem(label, f"{fld}.{k}", f"{k} is set by the launcher per process; remove it"))
             elif SECRET_NAME.search(k) and not isinstance(v, dict):
                 out.append(
@@ -287,10 +266,8 @@ def cluster_problems(recipe: Recipe, cluster: Cluster) -> list[Problem]:
     except topology.PlacementError as e:
         return out + [Problem(recipe.source, f, r) for f, r in e.issues]
     nodes = max(s.node for s in slots) + 1
-    if recipe.engine_kind == "dynamo.trtllm":
-        wide = sorted({s.worker.role.field for s in slots if s.parts > 1})
-        reason = f"dynamo.trtllm workers must fit one node of {cluster.name!r} (multi-node MPI launch is not supported)"
-        out += [Problem(recipe.source, f, reason) for f in wide]
+    placed = kinds.get(recipe.engine_kind).placement_problems(slots, cluster.name)
+    out += [Problem(recipe.source, f, reason) for f, reason in placed]
     chosen = (recipe.doc.get("control_plane") or {}).get("discovery") or cluster.control_plane.get("discovery")
     if chosen == "file" and nodes > 1:
         out.append(
@@ -316,6 +293,9 @@ def load_recipe(path: Path, label: str | None = None, cache: ParseCache | None =
     problems = schema_problems(doc, "recipe.schema.yaml", label)
     if problems:
         raise InputError(problems)
+    why = kinds.unknown(doc["engine"]["kind"])
+    if why:
+        raise InputError([Problem(label, "engine.kind", why)])
     recipe = Recipe(doc["name"], label, doc)
     problems = semantic_problems(recipe, path.name.removesuffix(".yaml").removesuffix(".yml"))
     if problems:

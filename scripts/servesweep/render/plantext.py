@@ -1,0 +1,54 @@
+"""A plan's canonical text as templates: the layout (concurrency-independent) encoded once per
+recipe, each point filling in only the values it sets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..encode import encode, encode_key
+
+POINT_KEYS = ("benchmark", "point", "resources")  # what a point sets on its layout
+
+
+@dataclass(frozen=True)
+class Template:
+    """A dict's canonical text with holes for some values: static text and hole names alternate."""
+
+    pieces: tuple[str, ...]
+
+    @classmethod
+    def of(cls, fixed: dict[str, str], holes: dict[str, str]) -> Template:
+        """``fixed``: key -> encoded value; ``holes``: key -> name of the value that fills it."""
+        pieces, text = [], "{"
+        for i, key in enumerate(sorted([*fixed, *holes])):
+            text += ("," if i else "") + encode_key(key) + ":"
+            if key in holes:
+                pieces += [text, holes[key]]
+                text = ""
+            else:
+                text += fixed[key]
+        return cls((*pieces, text + "}\n"))
+
+    def fill(self, values: dict[str, str]) -> str:
+        p = self.pieces
+        return "".join([p[i] if i % 2 == 0 else values[p[i]] for i in range(len(p))])
+
+
+@dataclass(frozen=True)
+class LayoutTexts:
+    """Templates of a layout's plan text, its fingerprinted body and its curve (no concurrency)."""
+
+    plan: Template
+    body: Template
+    curve: Template
+
+    @classmethod
+    def of(cls, base: dict) -> LayoutTexts:
+        fixed = {k: encode(v) for k, v in base.items() if k not in POINT_KEYS}
+        body = {k: k for k in POINT_KEYS}
+        curve = {"benchmark": "curve_benchmark", "resources": "resources"}
+        return cls(
+            Template.of(fixed, {**body, "fingerprints": "fingerprints"}),
+            Template.of(fixed, body),
+            Template.of(fixed, curve),
+        )

@@ -1,0 +1,155 @@
+"""Engine kinds are plug-ins: every plan is what it was before they were, kind names live only in
+the kinds' folder, and a new kind is one module (rendered, validated and rehearsed with no other
+file changed)."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+import tokenize
+from pathlib import Path
+
+import pytest
+import yaml
+
+from servesweep.errors import InputError
+from servesweep.render import kinds
+from servesweep.render.cluster import load_cluster_file
+from servesweep.render.plan import render
+from servesweep.render.recipe import load_recipe
+
+from helpers import CLUSTERS, ROOT, copy_workflow, no_processes_left, snakemake
+
+PKG = ROOT / "scripts" / "servesweep"
+GOLDEN = ROOT / "tests" / "golden" / "plan-digests.json"
+# the kinds there were when the plug-ins came; every recipe is rendered as each of them
+GOLDEN_KINDS = ["vllm", "sglang", "dynamo.vllm", "dynamo.sglang", "dynamo.trtllm", "dynamo.mocker"]
+
+
+def _normal(plan: dict) -> str:
+    """A plan without what the plug-in change itself added (version, the kind's prefix reset) or
+    what follows from the rest (fingerprints)."""
+    p = {k: v for k, v in plan.items() if k not in ("schema", "fingerprints")}
+    if "stack" in p:
+        p["stack"] = {k: v for k, v in p["stack"].items() if k != "prefix_reset"}
+    return hashlib.sha256(json.dumps(p, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
+
+
+def _all_plans() -> dict[str, str]:
+    clusters = {**CLUSTERS, "slurm-test": load_cluster_file(ROOT / "tests/slurm/profile/cluster.yaml")}
+    files = sorted((ROOT / "recipes").glob("*.yaml")) + sorted((ROOT / "tests/slurm/recipes").glob("*.yaml"))
+    out = {}
+    for f in files:
+        base = load_recipe(f)
+        for kind in GOLDEN_KINDS:
+            doc = copy.deepcopy(base.doc)
+            doc["engine"]["kind"] = kind
+            r = dataclasses.replace(base, doc=doc)
+            for cluster in r.clusters:
+                for conc in r.concurrency[:2]:
+                    for rehearsal in (False, True) if cluster != "local" else (False,):
+                        try:
+                            plan = render(r, clusters[cluster], conc, CLUSTERS["local"] if rehearsal else None)
+                        except InputError as e:
+                            plan = {"error": str(e)}
+                        out[f"{r.name}|{kind}|{cluster}|{conc}|{int(rehearsal)}"] = _normal(plan)
+    return out
+
+
+def test_every_plan_is_the_one_rendered_before_kinds_were_plugins():
+    """Every recipe (production, local, Slurm rig) as every kind, on each of its clusters, rehearsed
+    too: the same plan as before (digests taken from the code before the change)."""
+    want = json.loads(GOLDEN.read_text())
+    got = _all_plans()
+    assert set(got) == set(want)
+    changed = sorted(k for k in want if got[k] != want[k])
+    assert not changed, changed[:10]
+
+
+def _string_literals(path: Path):
+    for tok in tokenize.generate_tokens(io.StringIO(path.read_text()).readline):
+        if tok.type == tokenize.STRING:
+            try:
+                yield tok.start[0], eval(tok.string, {})  # noqa: S307 - a literal from our own source
+            except (SyntaxError, ValueError, NameError, TypeError):
+                continue  # f-strings with fields
+
+
+def test_kind_names_appear_only_in_the_kinds_folder():
+    names = set(kinds.names())
+    assert set(GOLDEN_KINDS) <= names
+    hits = [
+        f"{f.relative_to(PKG)}:{line}: {value!r}"
+        for f in sorted(PKG.rglob("*.py"))
+        if "kinds" not in f.relative_to(PKG).parts
+        for line, value in _string_literals(f)
+        if value in names
+    ]
+    assert not hits, hits
+
+
+TOY = '''"""A toy engine: served under Dynamo, launched as its own module."""
+
+from . import _dynamo
+from .base import EngineKind
+
+
+def _render(e, ports, env):
+    argv = [e.python, "-m", "toy_engine", "--model", e.doc["model"]["path"], *e.planes.flags()]
+    return argv + _dynamo.role_flags(e) + e.user_args, False
+
+
+KIND = EngineKind(
+    name="toy",
+    process=_dynamo.process(_render),
+    dynamo=True,
+    distributions=(),
+    metrics={**_dynamo.METRICS, "batch": None},
+)
+'''
+
+
+@pytest.mark.integration
+def test_a_toy_kind_is_one_module(tmp_path):
+    """Copy the workflow, add one module, and a recipe of that kind renders, validates and rehearses."""
+    wf = copy_workflow(tmp_path / "wf", ["gemma4-livekit-2tp4-dyn-vllm-prod"])
+    (wf / "scripts/servesweep/render/kinds/toy.py").write_text(TOY)
+    doc = yaml.safe_load((wf / "recipes/gemma4-livekit-2tp4-dyn-vllm-prod.yaml").read_text())
+    doc.update(name="toy-2x", engine={"kind": "toy"})
+    (wf / "recipes/toy-2x.yaml").write_text(yaml.safe_dump(doc))
+    env = {"PYTHONPATH": str(wf / "scripts")}  # the copy's package, not the checkout's
+
+    def cli(*args):
+        cmd = [sys.executable, "-m", "servesweep", *args]
+        return subprocess.run(cmd, cwd=wf, capture_output=True, text=True, timeout=120, env={**os.environ, **env})
+
+    checked = cli("validate", "recipes/toy-2x.yaml")
+    plan = cli("plan", "recipes/toy-2x.yaml", "--conc", "96")
+    assert checked.returncode == 0 and "(toy;" in checked.stdout, checked.stdout + checked.stderr
+    assert "toy NOT parser-checked: the toy kind declares no parser check" in checked.stdout
+    assert plan.returncode == 0, plan.stderr
+    argvs = [p["argv"] for p in json.loads(plan.stdout)["processes"] if p["role"] == "agg"]
+    assert len(argvs) == 2 and all("toy_engine" in a for a in argvs)
+    target = "results/rehearsal/toy-2x/c96.json"
+    with no_processes_left(wf):
+        run = snakemake(wf, target, "--config", "cluster=hcm-hgx02", "rehearsal=1", env=env, timeout=420)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    result = json.loads((wf / target).read_text())
+    assert result["identity"]["recipe_engine"] == "toy" and result["identity"]["engine"] == "dynamo.mocker"
+
+
+def test_a_misspelt_kind_in_cluster_facts_names_the_field_and_the_kind_meant(tmp_path):
+    facts = yaml.safe_load((ROOT / "profiles/local/cluster.yaml").read_text())
+    facts["engine_pythons"] = {"dynamo.vlm": ".venvs/engine/bin/python"}
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump(facts))
+    with pytest.raises(InputError) as e:
+        load_cluster_file(path, "profiles/x/cluster.yaml")
+    (problem,) = e.value.problems
+    assert problem.field == "engine_pythons.dynamo.vlm" and "did you mean 'dynamo.vllm'" in problem.reason
