@@ -46,7 +46,7 @@ def _all_plans() -> dict[str, str]:
     files = sorted((ROOT / "recipes").glob("*.yaml")) + sorted((ROOT / "tests/slurm/recipes").glob("*.yaml"))
     out = {}
     for f in files:
-        base = load_recipe(f)
+        base = load_recipe(f, str(f.relative_to(ROOT)))  # the label as the workflow gives it
         for kind in GOLDEN_KINDS:
             doc = copy.deepcopy(base.doc)
             doc["engine"]["kind"] = kind
