@@ -59,7 +59,7 @@ def plan_resources():
     """Slurm resources straight from the point's plan; none when nothing submits jobs
     (each resource costs Snakemake ~0.3 ms per job and a column in every dry-run job).
     """
-    if workflow.is_main_process and SELECTION.cluster.launcher == "local":
+    if not SELECTION.submits_jobs:
         return {}
 
     def pick(key):
@@ -137,7 +137,7 @@ def rehearsal_plan(wildcards):
     return sw.Selection.plan_file(wildcards.recipe, int(wildcards.conc), rehearsal=True)
 
 
-RECIPE_ORDER = {r: i for i, r in enumerate(sorted(getattr(SELECTION, "recipes", {})))}
+RECIPE_ORDER = {r: i for i, r in enumerate(sorted(SELECTION.recipes))}
 
 
 @wildcards_only
@@ -152,7 +152,7 @@ def curve_group(prefix):
 
     @wildcards_only
     def group(wildcards):
-        if workflow.is_main_process and not SELECTION.reuse(wildcards.recipe):
+        if not SELECTION.reuse(wildcards.recipe):
             return None
         gid = f"{prefix}-{wildcards.recipe}"
         smk.name_group(

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
 from servesweep.contract import command_of
 from servesweep.encode import canonical
 
-from helpers import CLUSTERS, ROOT, plan_of, servesweep
+from helpers import CLUSTERS, ROOT, copy_workflow, plan_of, servesweep
 
 
 def roles(plan):
@@ -184,7 +185,7 @@ def test_sweep_text_is_the_canonical_plan_and_fingerprints_hash_it():
     what encoding the plan gives, and the fingerprints must hash what they say they hash."""
     import hashlib
 
-    from servesweep.render.workflow import Selection
+    from servesweep.render.selection import Selection
 
     def digest(obj):
         return hashlib.sha256(canonical(obj).encode()).hexdigest()[:16]
@@ -292,3 +293,49 @@ def test_the_runtime_reference_grammar_is_defined_once_and_documented():
     for name in contract.REF_NAMES:
         assert f"{{{name}}}" in contract.__doc__, name
     assert "port_base" not in contract.__doc__
+
+
+def _tree(root: Path) -> dict[str, int]:
+    skip = (".snakemake", ".venvs", ".cache")
+    return {
+        str(p.relative_to(root)): p.stat().st_mtime_ns
+        for p in root.rglob("*")
+        if p.is_file() and p.relative_to(root).parts[0] not in skip
+    }
+
+
+def test_the_selection_only_reads_and_the_workflow_writes(tmp_path):
+    """Every answer of the selection (plans rendered, fingerprints, resources, staleness, capacity
+    decisions, the selection doc) leaves the workflow dir as it was (its YAML parse cache under
+    .snakemake/ aside); the writer then writes the plans, sources and capacity settings."""
+    from servesweep.render.selection import Selection
+    from servesweep.render.workflow import Workflow
+
+    wf = copy_workflow(tmp_path / "wf")
+    before = _tree(wf)
+    for cluster in ("local", "hcm-hgx02"):
+        sel = Selection(wf, cluster)
+        for p in sel.points:
+            sel.rendered(p.recipe, p.conc)
+            sel.fingerprint(p.recipe, p.conc)
+            sel.resources(p.recipe, p.conc)
+        sel.staleness()
+        sel.selection_doc()
+        for recipe in sel.searches.recipes:
+            sel.capacity(recipe)
+    assert _tree(wf) == before
+    Workflow(Selection(wf, "local")).write_plans()
+    written = set(_tree(wf)) - set(before)
+    assert {".plans/local-agg-2x-mocker/c4.json", ".plans/local-agg-2x-mocker/source.json"} <= written, sorted(written)
+    assert any(f.startswith(".plans/capacity/") for f in written), sorted(written)  # the search's settings
+
+
+def test_both_answers_to_the_rules_have_every_member_they_ask_for(tmp_path):
+    from servesweep.render.entry import RuleView, SubmittedPlans
+    from servesweep.render.selection import Selection
+    from servesweep.render.workflow import Workflow
+
+    members = [m for m in vars(RuleView) if not m.startswith("_")] + list(RuleView.__annotations__)
+    for view in (Workflow(Selection(ROOT, "local")), SubmittedPlans(tmp_path, "local")):
+        missing = [m for m in members if not hasattr(view, m)]
+        assert not missing, (type(view).__name__, missing)

@@ -1,5 +1,5 @@
 """The workflow's side of capacity at SLO: which probes are known (a current result on disk),
-which one runs next, the settings file the capacity rule reads, and a line for the dry run.
+which one runs next, what the capacity rule reads, and a line for the dry run.
 
 A result counts as known only if it was measured with the point's current plan; the SLO is
 the recipe's current one, so an SLO edit re-decides from the results already there.
@@ -11,9 +11,6 @@ import json
 import sys
 from pathlib import Path
 
-from .. import paths
-from ..encode import canonical
-from ..files import write_if_changed
 from ..search import Bounds, Decision, decide, describe, probe_met
 
 
@@ -29,20 +26,18 @@ class CapacitySearches:
     def bounds(self, recipe: str) -> Bounds:
         return Bounds.of(self.sel.recipes[recipe].doc["capacity"])
 
-    def write_settings(self) -> None:
-        """What the capacity rule needs of each recipe, rewritten only when it changes: an SLO or
-        bounds edit reruns the capacity rule, never a probe."""
-        for name in self.recipes:
-            r = self.sel.recipes[name]
-            doc = {
-                "recipe": name,
-                "source": r.source,
-                "scenario": r.doc["scenario"]["name"],
-                "cluster": self.sel.cluster.name,
-                "bounds": self.bounds(name).to_json(),
-                "slo": r.doc["slo"],
-            }
-            write_if_changed(self.sel.root / paths.capacity_settings_file(name), canonical(doc))
+    def settings_doc(self, name: str) -> dict:
+        """What the capacity rule needs of a recipe (written only when it changes: an SLO or bounds
+        edit reruns the capacity rule, never a probe)."""
+        r = self.sel.recipes[name]
+        return {
+            "recipe": name,
+            "source": r.source,
+            "scenario": r.doc["scenario"]["name"],
+            "cluster": self.sel.cluster.name,
+            "bounds": self.bounds(name).to_json(),
+            "slo": r.doc["slo"],
+        }
 
     def known(self, recipe: str) -> dict[int, bool]:
         """Concurrency -> met the SLO, for every current result inside the bounds."""
@@ -57,11 +52,9 @@ class CapacitySearches:
         return out
 
     def decision(self, recipe: str) -> tuple[dict[int, bool], Decision]:
-        """(known probes, the search state); the next probe's plan is written, and said once."""
+        """(known probes, the search state), said once on stderr."""
         met = self.known(recipe)
         d = decide(self.bounds(recipe), met)
-        if d.next is not None:
-            self.sel.plan_path(recipe, d.next)
         line = describe(recipe, self.bounds(recipe), met, d)
         if line not in self._said:
             self._said.add(line)

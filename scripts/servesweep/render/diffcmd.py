@@ -94,10 +94,9 @@ def cmd_diff(a) -> int:
 
 def cmd_why(a) -> int:
     """Every cause line of the dry run, uncut."""
-    from .workflow import Selection
+    from .selection import Selection
 
-    sel = Selection(Path.cwd(), a.cluster, a.recipes or None)
-    sel.write_plans()
+    sel = Selection(Path.cwd(), a.cluster, a.recipes or None)  # reads and renders, writes nothing
     lines = why.cause_lines(sel.staleness(), limit=None)
     print("\n".join(lines) if lines else "nothing stale: every selected point has a current result")
     return 0

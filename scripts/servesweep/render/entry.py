@@ -9,16 +9,36 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Protocol
 
 from ..errors import InputError, Problem
 from ..files import private_outputs
-from ..paths import selection_file
+from ..paths import plan_file, selection_file
 from . import why
-from .workflow import Selection, batch_step_tasks
+from .selection import Selection, batch_step_tasks
+from .workflow import Workflow
 
 
 class NoSearches:
     recipes: list[str] = []
+
+
+class RuleView(Protocol):
+    """What the rules ask of render: the main process's :class:`Workflow` and a cluster job's
+    :class:`SubmittedPlans` both answer it (the rules never ask which process they are in)."""
+
+    points: list
+    searches: object  # .recipes: the recipes with a capacity search
+    recipes: dict
+    submits_jobs: bool  # points run as cluster jobs and need resources
+
+    def resources(self, recipe: str, conc: int) -> dict: ...
+    def reuse(self, recipe: str) -> bool: ...
+    def scenario_of(self, recipe: str) -> str: ...
+    def capacity(self, recipe: str, asked: bool = True) -> tuple: ...
+    def will_run(self, recipe: str, conc: int, rehearsal: bool = False) -> None: ...
+    def start_running(self) -> None: ...
+    def write_selection(self) -> str: ...
 
 
 class SubmittedPlans:
@@ -28,13 +48,26 @@ class SubmittedPlans:
     takes the job's resources from that plan file.
     """
 
+    submits_jobs = True  # it runs inside a cluster job: the job's own resources apply
+
     def __init__(self, root: Path, cluster: str):
-        self.root, self.points = Path(root), []
+        self.root, self.points, self.recipes = Path(root), [], {}
         self.searches = NoSearches()
         self.cluster_name = cluster
 
     def resources(self, recipe: str, conc: int) -> dict:
-        return batch_step_tasks(json.loads((self.root / Selection.plan_file(recipe, conc)).read_text())["resources"])
+        return batch_step_tasks(json.loads((self.root / plan_file(recipe, conc)).read_text())["resources"])
+
+    def reuse(self, recipe: str) -> bool:
+        """The main process grouped the job's points; inside the job a group is only a name."""
+        return True
+
+    def scenario_of(self, recipe: str) -> str:
+        return "points"  # only `snakemake --report` (a main process) asks
+
+    def capacity(self, recipe: str, asked: bool = True) -> tuple:
+        """Never asked: a job runs points, and the capacity rule runs in the main process."""
+        raise RuntimeError(f"a cluster job does not decide capacity searches ({recipe})")
 
     def write_selection(self) -> str:
         return selection_file(self.cluster_name)
@@ -44,9 +77,6 @@ class SubmittedPlans:
 
     def start_running(self) -> None:
         """The main process wrote the curve files."""
-
-    def scenario_of(self, recipe: str) -> str:
-        return "points"  # only `snakemake --report` (a main process) asks
 
 
 CONFIG_KEYS = {
@@ -90,7 +120,7 @@ def load_or_exit(
     rehearsal: bool = False,
     main_process: bool = True,
     scope=None,
-) -> Selection | SubmittedPlans:
+) -> RuleView:
     """For the Snakefile: validate, write the plans; a clean report and exit 2 instead of a traceback.
     In a job's nested snakemake, only read what the main process wrote."""
     private_outputs()
@@ -99,7 +129,8 @@ def load_or_exit(
     try:
         sel = Selection(root, cluster, only)
         sel.scope = scope or sel.scope
-        sel.write_plans()
+        flow = Workflow(sel)
+        flow.write_plans()
         if sel.preflight_problems:
             raise InputError(sel.preflight_problems)
         _say_unchecked(sel.preflight_notes)
@@ -108,12 +139,12 @@ def load_or_exit(
             print(f"servesweep: {line}", file=sys.stderr)
         for line in why.quarantine(sel.root, [r.name for r in sel.selected]):
             print(f"servesweep: warning: {line}", file=sys.stderr)
-        sel.write_missing()
+        flow.write_missing()
         if rehearsal:
-            sel.write_plans(rehearsal=True)
-            sel.write_missing(rehearsal=True)
-        sel.write_selection()
-        return sel
+            flow.write_plans(rehearsal=True)
+            flow.write_missing(rehearsal=True)
+        flow.write_selection()
+        return flow
     except InputError as e:
         print(e.report(), file=sys.stderr)
         raise SystemExit(2) from None

@@ -1,0 +1,255 @@
+"""The selection: every recipe validated, the points selected for one cluster, their plans rendered
+(kept only as fingerprints and resources) and what each point's job asks for. It reads files and
+never writes one: ``render/workflow`` writes what the run needs from it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..contract import Plan, stack_reuse_allowed
+from ..errors import InputError, Problem
+from ..paths import POINT_TARGET, capacity_file, result_file, run_dir
+from ..preflight import check_plan
+from ..yamlio import ParseCache
+from . import why
+from .capacity_search import CapacitySearches
+from .cluster import all_clusters
+from .engine_args import check_engine_args, pending
+from .plan import layout, render_point
+from .recipe import Recipe, load_recipes
+from .topology import PlacementError
+
+YAML_CACHE = ".snakemake/servesweep/recipes-parsed.json"
+
+
+@dataclass(frozen=True)
+class Point:
+    recipe: str
+    conc: int
+
+    @property
+    def result(self) -> str:
+        return result_file(self.recipe, self.conc)
+
+
+class Selection:
+    """Every recipe validated; the points selected for one cluster."""
+
+    def __init__(self, root: Path, cluster: str, only: list[str] | None = None):
+        self.root = Path(root)
+        self._layouts: dict = {}
+        self._curves: dict = {}  # (recipe, rehearsal) -> the curve fingerprint of its plans
+        self._first_render: dict = {}  # (recipe, conc) -> (plan, text) rendered for the argument check
+        self.preflight_problems: list[Problem] = []
+        self.preflight_notes: list[str] = []
+        self.unchecked_args: dict[str, str] = {}  # "recipe file (kind)" -> why no parser checked it
+        self.checked_args: dict[str, str] = {}  # "recipe file (kind)" -> the parser that did
+        self._resources: dict = {}  # (recipe, conc, rehearsal) -> the plan's resources
+        self._fingerprints: dict = {}  # (recipe, conc, rehearsal) -> the plan's fingerprint
+        self._reuse: dict = {}  # recipe -> its points may share a warm stack
+        # () -> (targets, forced) of this snakemake run; known only once the DAG is being built
+        self.scope = lambda: (frozenset(), False)
+        self.clusters = all_clusters(self.root / "profiles")
+        if cluster not in self.clusters:
+            known = ", ".join(sorted(self.clusters))
+            raise InputError([Problem("config", "cluster", f"unknown cluster {cluster!r}; known: {known}")])
+        self.cluster = self.clusters[cluster]
+        files = sorted((self.root / "recipes").glob("*.yaml"))
+        cache = ParseCache(self.root / YAML_CACHE)
+        recipes, problems = load_recipes(files, self.clusters, root=self.root, cache=cache)
+        if problems:
+            raise InputError(problems)
+        cache.save()
+        self.recipes: dict[str, Recipe] = {r.name: r for r in recipes}
+        unknown = sorted(set(only or ()) - set(self.recipes))
+        if unknown:
+            raise InputError([Problem("config", "recipes", f"no such recipe(s): {', '.join(unknown)}")])
+        self.selected = [r for r in recipes if cluster in r.clusters and (not only or r.name in only)]
+        self.points = [Point(r.name, c) for r in self.selected for c in r.concurrency]
+        self.searches = CapacitySearches(self)
+        self._next_probe: dict[str, int | None] = {}  # recipe -> its capacity search's next probe
+
+    @property
+    def submits_jobs(self) -> bool:
+        """Whether points run as cluster jobs (which then need resources)."""
+        return self.cluster.launcher != "local"
+
+    def points_of(self, rehearsal: bool) -> list[Point]:
+        """The points to render: the selected ones, or for rehearsal every point of every recipe."""
+        if rehearsal:
+            return [Point(r, c) for r in self.recipes for c in self.recipes[r].concurrency]
+        return self.points
+
+    def rendered(self, recipe: str, conc: int, rehearsal: bool = False) -> tuple[dict, str]:
+        """The point's plan and its canonical text; its fingerprint, resources and reuse are kept."""
+        r = self.recipes.get(recipe)
+        if r is None or not (conc in r.concurrency if rehearsal else r.has_point(conc)):
+            raise InputError([Problem(result_file(recipe, conc), "target", "no such point in any recipe")])
+        first = None if rehearsal else self._first_render.pop((recipe, conc), None)
+        plan, text = first or self._render(recipe, conc, rehearsal)
+        key = (recipe, conc, rehearsal)
+        self._resources[key] = plan["resources"]
+        self._fingerprints[key] = plan["fingerprints"]["plan"]
+        self._curves[(recipe, rehearsal)] = plan["fingerprints"]["curve"]
+        self._reuse[recipe] = plan["stack"]["reuse"] and stack_reuse_allowed()
+        return plan, text
+
+    def _known(self, recipe: str, conc: int, rehearsal: bool = False) -> None:
+        if (recipe, conc, rehearsal) not in self._resources:
+            self.rendered(recipe, conc, rehearsal)
+
+    def curve_fingerprint(self, recipe: str, rehearsal: bool) -> str:
+        return self._curves[(recipe, rehearsal)]
+
+    def own_cluster(self, r: Recipe):
+        return self.cluster if self.cluster.name in r.clusters else self.clusters[r.clusters[0]]
+
+    def staleness(self) -> list:
+        """Why each selected recipe's points would rerun (the dry run's cause lines)."""
+        out = []
+        for r in self.selected:
+            fp = lambda c, name=r.name: self.fingerprint(name, c)  # noqa: E731
+            self._known(r.name, r.concurrency[0])
+            out.append(why.recipe_staleness(self.root, r, self.cluster, fp, self._curves[(r.name, False)]))
+        return out
+
+    def fingerprint(self, recipe: str, conc: int) -> str:
+        self._known(recipe, conc)
+        return self._fingerprints[(recipe, conc, False)]
+
+    def capacity(self, recipe: str):
+        """(known probes, decision) of the recipe's capacity search."""
+        known, decision = self.searches.decision(recipe)
+        self._next_probe[recipe] = decision.next
+        return known, decision
+
+    def check_engine_args(self) -> None:
+        """Every selected recipe's argv through its engines' own parsers, in one batch per venv."""
+        checks = []
+        for r in self.selected:
+            plan, text = self._first_render[(r.name, r.concurrency[0])] = self._render(r.name, r.concurrency[0], False)
+            checks += pending(plan, r)
+        report = check_engine_args(checks, self.root)
+        self.preflight_problems += report.problems
+        self.unchecked_args = {f"{src} ({kind})": why for (src, kind), why in report.skipped.items()}
+        self.checked_args = {f"{src} ({kind})": parser for (src, kind), parser in report.checked.items()}
+
+    def preflight(self, plan: dict) -> None:
+        """The job's pre-flight, from this host: a local point's problems stop the dry run; a Slurm
+        point's paths this host cannot see are left to the job, and said so."""
+        result = self.root / result_file(plan["recipe"], plan["point"])
+        problems, notes = check_plan(Plan.from_json(plan), self.root, result, in_job=False)
+        self.preflight_problems += problems
+        self.preflight_notes += notes
+
+    def drop_layouts(self) -> None:
+        """Forget the per-recipe layouts once every plan is written (they would sit in Snakemake's heap)."""
+        self._layouts.clear()
+
+    def scenario_of(self, recipe: str) -> str:
+        return f"scenario {self.recipes[recipe].doc['scenario']['name']}"
+
+    def resources(self, recipe: str, conc: int) -> dict:
+        """What the point's job asks the cluster for. A curve's stale points run as one Slurm
+        job (a group summing its members' resources): the first carries one startup plus every
+        stale point's time and the plan's nodes and memory; the others add nothing."""
+        self._known(recipe, conc)
+        res = batch_step_tasks(self._resources[(recipe, conc, False)])
+        stale = self.curve_points(recipe) if self._reuse[recipe] else []
+        if not stale or conc not in stale:
+            return res
+        if conc != stale[0]:
+            return dict(res, nodes=0, mem_mb=0, cpus_per_task=0, runtime_min=0, tasks=0)
+
+        total = res["startup_s"] + sum(self._resources[(recipe, c, False)]["point_s"] for c in stale)
+        return dict(res, runtime_min=math.ceil(total / 60))
+
+    def reuse(self, recipe: str) -> bool:
+        """Whether the recipe's points share a warm stack in this run (recipe and --config)."""
+        return self._reuse.get(recipe, stack_reuse_allowed())
+
+    def curve_points(self, recipe: str) -> list[int]:
+        """The recipe's points this run will execute: those requested (by name, or all through an
+        aggregate target) that are stale, or all requested ones when forced; with the next probe of
+        its capacity search when that is requested too (the probe then shares the curve's job)."""
+        targets, forced = self.scope()
+        sweep, probe = self.recipes[recipe].concurrency, self._next_probe.get(recipe)
+        if targets and all(POINT_TARGET.fullmatch(t) or t.endswith("/capacity.json") for t in targets):
+            points = [c for c in sweep if result_file(recipe, c) in targets]
+            points += [probe] if probe is not None and capacity_file(recipe) in targets else []
+        else:
+            points = sweep + ([probe] if probe is not None else [])
+        points = sorted(set(points))
+        if forced:
+            return points
+        stale = set(self.stale_guess(recipe, points))
+        return [c for c in points if c in stale]
+
+    def stale_guess(self, recipe: str, points: list[int]) -> list[int]:
+        """Of ``points``, those whose result is missing or from another plan (what snakemake will
+        run unless told otherwise), in ascending concurrency."""
+        out = []
+        for c in sorted(points):
+            path = self.root / result_file(recipe, c)
+            if (recipe, c, False) not in self._fingerprints:
+                continue
+            try:
+                done = json.loads(path.read_bytes())["identity"]["plan_fingerprint"]
+            except (OSError, ValueError, KeyError, TypeError):
+                done = None
+            if done != self._fingerprints[(recipe, c, False)]:
+                out.append(c)
+        return out
+
+    def _render(self, recipe: str, conc: int, rehearsal: bool) -> tuple[dict, str]:
+        """(plan, its canonical text)."""
+        try:
+            return self._render_or_raise(recipe, conc, rehearsal)
+        except PlacementError as e:
+            raise InputError([Problem(self.recipes[recipe].source, f, r) for f, r in e.issues]) from None
+
+    def _render_or_raise(self, recipe: str, conc: int, rehearsal: bool) -> tuple[dict, str]:
+        r = self.recipes[recipe]
+        if rehearsal:  # the recipe's own layout (selected cluster if it runs there), run locally
+            own = self.own_cluster(r)
+            return render_point(r, own, conc, self.clusters["local"], self._layout(r, own, True))
+        if self.cluster.name not in r.clusters:
+            raise InputError(
+                [Problem(r.source, "clusters", f"recipe is not selected for cluster {self.cluster.name!r}")]
+            )
+        return render_point(r, self.cluster, conc, None, self._layout(r, self.cluster, False))
+
+    def _layout(self, r: Recipe, cluster, rehearsal: bool):
+        key = (r.name, rehearsal)
+        if key not in self._layouts:
+            self._layouts[key] = layout(r, cluster, self.clusters["local"] if rehearsal else None)
+        return self._layouts[key]
+
+    def selection_doc(self) -> dict:
+        return {
+            "cluster": self.cluster.name,
+            "points": [
+                {
+                    "recipe": p.recipe,
+                    "concurrency": p.conc,
+                    "result": p.result,
+                    "scenario": self.recipes[p.recipe].doc["scenario"]["name"],
+                    "log_dir": str(run_dir(p.recipe, p.conc)),
+                }
+                for p in self.points
+            ],
+            # reporting settings: an edit reruns the summary, never a point
+            "slo": {r.name: r.doc.get("slo") or {} for r in self.selected},
+        }
+
+
+def batch_step_tasks(res: dict) -> dict:
+    """Task geometry for running the driver in the job's batch step (the rule's ``mpi`` resource):
+    the Slurm plugin wants more than one task for such a job and at least one per node; the plan's
+    CPUs are split over them so the job asks for no more CPUs than one task would."""
+    tasks = max(2, res["nodes"])
+    return dict(res, tasks=tasks, cpus_per_task=math.ceil(res["cpus_per_task"] / tasks))
