@@ -102,3 +102,18 @@ def test_every_env_knob_is_documented():
     }
     readme = (ROOT / "README.md").read_text()
     assert knobs and not {k for k in knobs if f"`{k}`" not in readme}
+
+
+def test_no_function_over_60_lines_and_no_module_over_400():
+    import ast
+
+    long = []
+    for f in sorted((ROOT / "scripts" / "servesweep").rglob("*.py")):
+        src = f.read_text()
+        if len(src.splitlines()) > 400:
+            long.append(f"{f.relative_to(ROOT)}: {len(src.splitlines())} lines")
+        for node in ast.walk(ast.parse(src)):
+            size = getattr(node, "end_lineno", 0) - getattr(node, "lineno", 0) + 1
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and size > 60:
+                long.append(f"{f.relative_to(ROOT)}:{node.lineno} {node.name}: {size} lines")
+    assert not long, long

@@ -6,8 +6,8 @@ from .. import paths
 from ..render.kinds.dynamo_mocker import KIND as SAMPLE_KIND  # what the local sweep's samples ran
 
 
-def result_doc(recipe, conc, ttft_p95, tps, gpus=2, scenario="chat", workers=None, errors=0):
-    figs = {
+def _figures(conc, ttft_p95, tps, gpus, workers, errors) -> dict:
+    return {
         "requests_completed": 1000 * conc,
         "requests_errored": errors,
         "requests_cancelled": conc // 4,
@@ -33,6 +33,9 @@ def result_doc(recipe, conc, ttft_p95, tps, gpus=2, scenario="chat", workers=Non
         "client_ttft_mean_s": ttft_p95 / 2 + 0.01,
         "ttft_gap_s": 0.01,
     }
+
+
+def result_doc(recipe, conc, ttft_p95, tps, gpus=2, scenario="chat", workers=None, errors=0):
     return {
         "schema": "servesweep.result/2",
         "identity": {
@@ -64,7 +67,7 @@ def result_doc(recipe, conc, ttft_p95, tps, gpus=2, scenario="chat", workers=Non
             "end_time": "2026-12-01T00:01:00+00:00",
             "tools": {"aiperf": "0.13.0", "engine": "ai-dynamo 1.6.1", "servesweep": None},
         },
-        "figures": figs,
+        "figures": _figures(conc, ttft_p95, tps, gpus, workers, errors),
         "unmeasured": {},
         "counting": {},
         "timings_s": {"bench": 60.0},
