@@ -104,3 +104,19 @@ def test_a_second_keeper_is_refused(tmp_path):
 )
 def test_the_keeper_stops_only_for_a_reason(args, reason):
     assert keeper_decision(*args) == reason
+
+
+def test_the_registry_records_the_current_stack_and_distrusts_a_file_it_did_not_write(tmp_path):
+    from servesweep.run.stackdir import Current, Registry
+
+    reg = Registry(tmp_path)
+    assert reg.current() is None  # nothing recorded yet
+    cur = Current("s1", tmp_path / "s1", 4242, "inv-1", "abcd")
+    reg.record(cur)
+    assert reg.current() == cur
+    for text in ("{", "[]", '{"id": "s1"}', '{"id": "s1", "dir": "d", "keeper": "x", "invocation": "i", "curve": "c"}'):
+        (tmp_path / "current.json").write_text(text)
+        assert reg.current() is None, text  # a point then starts its own stack
+    lock = reg.lock()
+    assert lock.acquire(blocking=False)
+    lock.close()

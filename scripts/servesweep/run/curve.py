@@ -25,7 +25,7 @@ from ..contract import Plan, curve_file, read_curve
 from .metrics import http_post_json
 from .ready import PointFailed
 from .stack import StackInfo
-from .stackdir import Flock, StackDir, State, alive, joinable, read_json, write_json
+from .stackdir import Current, Flock, Registry, StackDir, State, alive, joinable
 
 IDLE_TIMEOUT_S = float(os.environ.get("SERVESWEEP_STACK_IDLE_S", "90"))
 
@@ -72,7 +72,7 @@ class SharedStack:
     def __init__(self, plan: Plan, plan_path: Path, result_path: Path, inv: Invocation, say):
         self.plan, self.plan_path, self.inv, self.say = plan, plan_path, inv, say
         self.result_path = result_path
-        self.root = stacks_root(plan)
+        self.registry = Registry(stacks_root(plan))
         self.dir: Path | None = None
         self.stack: StackDir | None = None
         self.info: StackInfo | None = None
@@ -80,7 +80,7 @@ class SharedStack:
         self._turn: Flock | None = None
 
     def attach(self) -> None:
-        registry = Flock(self.root / "registry.lock")
+        registry = self.registry.lock()
         try:
             registry.acquire()
             self.dir = self._find_or_start()
@@ -92,21 +92,21 @@ class SharedStack:
         self._take_turn()
 
     def _find_or_start(self) -> Path:
-        cur = read_json(self.root / "current.json")
-        status = StackDir(Path(cur["dir"])).status() if "dir" in cur else None
+        cur = self.registry.current()
+        status = StackDir(cur.dir).status() if cur else None
         what = "start"
-        if status is not None:
-            what = joinable(cur, self.plan.fingerprints["curve"], self.inv.key, status, alive(cur.get("keeper")))
+        if cur and status is not None:
+            what = joinable(cur.to_json(), self.plan.fingerprints["curve"], self.inv.key, status, alive(cur.keeper))
         if what == "fail":  # the curve's stack died: its remaining points fail at once
-            raise PointFailed(f"the curve's stack {cur['id']} died: {status.message}")
+            raise PointFailed(f"the curve's stack {cur.id} died: {status.message}")
         if what == "join":
-            self.say(f"stack: joining warm stack {cur['id']}")
-            return Path(cur["dir"])
+            self.say(f"stack: joining warm stack {cur.id}")
+            return cur.dir
         return self._start_keeper()
 
     def _start_keeper(self) -> Path:
         stack_id = f"{self.plan.fingerprints['curve'][:8]}-{int(time.time() * 1000) % 10**10}-{os.getpid()}"
-        d = self.root / stack_id
+        d = self.registry.root / stack_id
         d.mkdir(parents=True)
         argv = [sys.executable, "-m", "servesweep", "keep-stack", str(self.plan_path), "--dir", str(d)]
         argv += ["--id", stack_id, "--watch", str(self.inv.snakemake_pid), "--expect", str(expected_points(self.plan))]
@@ -116,14 +116,13 @@ class SharedStack:
                 argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True, close_fds=True, cwd=Path.cwd(),
             )  # fmt: skip
-        entry = {"id": stack_id, "dir": str(d), "keeper": keeper.pid, "invocation": self.inv.key}
-        write_json(self.root / "current.json", {**entry, "curve": self.plan.fingerprints["curve"]})
+        self.registry.record(Current(stack_id, d, keeper.pid, self.inv.key, self.plan.fingerprints["curve"]))
         self.say(f"stack: starting stack {stack_id} for this curve (keeper pid {keeper.pid}, logs {d})")
         return d
 
     def _wait_ready(self) -> StackInfo:
         deadline = time.monotonic() + self.plan.readiness["timeout_s"] + 60
-        keeper = read_json(self.root / "current.json").get("keeper")
+        keeper = self._keeper()
         while time.monotonic() < deadline:
             st = self.stack.status()
             if st.state is State.READY:
@@ -136,6 +135,10 @@ class SharedStack:
                 raise PointFailed(f"stack keeper exited before starting; see {self.dir / 'keeper.log'}")
             time.sleep(0.1)
         raise PointFailed(f"stack {self.dir.name} not ready in time; see {self.dir}")
+
+    def _keeper(self) -> int | None:
+        cur = self.registry.current()
+        return cur.keeper if cur else None
 
     def _take_turn(self) -> None:
         """One benchmark at a time on a stack; a dead stack ends the wait."""
@@ -169,7 +172,7 @@ class SharedStack:
     def _wait_for_teardown(self) -> None:
         """The curve's last point returns only once its stack is gone: when snakemake returns,
         nothing it started is still running (the keeper stops after the expected points)."""
-        keeper = read_json(self.root / "current.json").get("keeper")
+        keeper = self._keeper()
         grace = float(os.environ.get("SERVESWEEP_GRACE_S", "5"))
         deadline = time.monotonic() + 4 * grace + 30
         while alive(keeper) and time.monotonic() < deadline:

@@ -16,7 +16,7 @@ from .slots import PortsBusy
 from .slurm import AllocationError
 from .spawn import MissingSecret
 from .stack import Stack
-from .stackdir import Flock, ProtocolError, StackDir, State, alive, keeper_decision
+from .stackdir import ProtocolError, Registry, StackDir, State, alive, keeper_decision
 
 STARTUP_FAILURES = (PointFailed, MissingSecret, PortsBusy, AllocationError, PreflightFailed, ControlPlaneAuthError)
 
@@ -63,7 +63,7 @@ def _watch(stack: Stack, sdir: StackDir, watch: int, expect: int) -> str:
     last_busy = time.monotonic()
     while True:
         stack.check("mid-curve")
-        registry = Flock(sdir.path.parent / "registry.lock")
+        registry = Registry(sdir.path.parent).lock()
         try:
             registry.acquire()
             busy = bool(sdir.waiting())

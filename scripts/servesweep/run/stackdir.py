@@ -152,6 +152,44 @@ class StackDir:
         return lock
 
 
+@dataclass(frozen=True)
+class Current:
+    """``current.json``: the stack a new point of the curve should join, and who keeps it."""
+
+    id: str
+    dir: Path
+    keeper: int
+    invocation: str  # the snakemake run (and its parent) that started it
+    curve: str  # the curve fingerprint of the plans it serves
+
+    def to_json(self) -> dict:
+        return {**self.__dict__, "dir": str(self.dir)}
+
+
+class Registry:
+    """A curve's stacks root (``paths.stacks_dir``): its ``current.json`` and ``registry.lock``."""
+
+    def __init__(self, root: Path):
+        self.root = root
+
+    def lock(self) -> Flock:
+        """Held while a point joins or starts a stack (and while a keeper decides to stop)."""
+        return Flock(self.root / "registry.lock")
+
+    def current(self) -> Current | None:
+        """The recorded stack, or None when there is none or the file is not one we wrote."""
+        doc = read_json(self.root / "current.json")
+        try:
+            return Current(
+                str(doc["id"]), Path(doc["dir"]), int(doc["keeper"]), str(doc["invocation"]), str(doc["curve"])
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    def record(self, current: Current) -> None:
+        write_json(self.root / "current.json", current.to_json())
+
+
 def joinable(current: dict, curve: str, invocation: str, status: Status, keeper_alive: bool) -> str:
     """What a new point does with the curve's current stack: ``join``, ``start`` a new one, or
     ``fail`` (the curve's stack died: its remaining points fail at once)."""
