@@ -33,11 +33,13 @@ GOLDEN_KINDS = ["vllm", "sglang", "dynamo.vllm", "dynamo.sglang", "dynamo.trtllm
 
 
 def _normal(plan: dict) -> str:
-    """A plan without what the plug-in change itself added (version, the kind's prefix reset) or
-    what follows from the rest (fingerprints)."""
+    """A plan without what the plug-in change itself added (version, the kind's prefix reset), what
+    follows from the rest (fingerprints), and what later changes added on purpose (request-plane TLS)."""
     p = {k: v for k, v in plan.items() if k not in ("schema", "fingerprints")}
     if "stack" in p:
         p["stack"] = {k: v for k, v in p["stack"].items() if k != "prefix_reset"}
+    for proc in p.get("processes", []):  # the request plane's mutual TLS came after (issue #23)
+        proc["env"] = {k: v for k, v in proc["env"].items() if not k.startswith("DYN_TCP_TLS_")}
     return hashlib.sha256(json.dumps(p, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
 
 

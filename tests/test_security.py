@@ -156,3 +156,58 @@ def test_a_foreign_worker_registering_mid_benchmark_invalidates_the_point(tmp_pa
 
     err = _invalid_point(tmp_path, "joined", intrude)
     assert "a foreign or missing worker during the benchmark" in err
+
+
+def _tls_answer(port: int, ca: str, cert: tuple[str, str] | None) -> str:
+    """What a TLS client gets from 127.0.0.1:port: "ok" (spoken to), or the TLS error."""
+    import ssl
+
+    ctx = ssl.create_default_context(cafile=ca)
+    ctx.check_hostname = False
+    if cert:
+        ctx.load_cert_chain(*cert)
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, ctx.wrap_socket(raw) as s:
+            s.sendall(b"\0" * 16)
+            s.settimeout(2)
+            try:
+                s.recv(64)
+            except TimeoutError:
+                pass
+            return "ok"
+    except (ssl.SSLError, OSError) as e:
+        return f"{type(e).__name__}: {e}"
+
+
+def test_a_worker_takes_requests_only_from_holders_of_the_stacks_certificate(tmp_path, reliability):
+    """The TCP request plane runs mutual TLS with a CA made for this stack alone: a client with no
+    certificate, or with another stack's, is refused at the handshake; the stack's own is served."""
+    import subprocess
+
+    import psutil
+
+    reliability("security", "the request plane refuses a client without the stack's certificate")
+    wf = copy_workflow(tmp_path / "wf", recipes=[])
+    base = yaml.safe_load((ROOT / "recipes/local-agg-2x-mocker.yaml").read_text())
+    name = write_recipe(wf, base, "mtls", duration=12)
+    other = tmp_path / "other"
+    other.mkdir()
+    key, pem = str(other / "k.pem"), str(other / "c.pem")
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+    subprocess.run(["openssl", "req", "-x509", *ec, "-keyout", key, "-out", pem, "-subj", "/CN=x"], check=True)
+    with no_processes_left(wf), running_point(wf, name) as p:
+        wait_for_text(wf / f"logs/{name}/c2/driver.log", "bench: aiperf")
+        tls = wf / f"logs/{name}/c2/tls"
+        assert sorted(f.name for f in tls.iterdir()) == ["ca.pem", "node.key", "node.pem"]  # the CA key is gone
+        assert all(stat.S_IMODE(f.stat().st_mode) == 0o600 for f in tls.iterdir())
+        worker = next(k for k in descendants(p.pid) if "dynamo.mocker" in " ".join(k.cmdline()))
+        ports = {c.laddr.port for c in worker.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
+        ca, own = str(tls / "ca.pem"), (str(tls / "node.pem"), str(tls / "node.key"))
+        plane = [port for port in ports if "CERTIFICATE_REQUIRED" in _tls_answer(port, ca, None).upper()]
+        assert plane, {port: _tls_answer(port, ca, None) for port in ports}
+        for port in plane:
+            refused = _tls_answer(port, ca, (pem, key)).upper()  # another stack's certificate
+            assert "CERTIFICATE_UNKNOWN" in refused or "UNKNOWN_CA" in refused, refused
+            assert _tls_answer(port, ca, own) == "ok"
+        out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err[-3000:]  # the frontend and workers spoke mutual TLS all along

@@ -34,6 +34,17 @@ class ProcessSpec:
     headless: bool = False
 
 
+# Mutual TLS on the TCP request plane with the stack's own CA (the driver makes it at start,
+# run/credentials.make_tls): every process serves and dials it, so each has both halves
+_TLS = "{run_dir}/tls"
+REQUEST_PLANE_TLS = {
+    "DYN_TCP_TLS_CERT_PATH": f"{_TLS}/node.pem",
+    "DYN_TCP_TLS_KEY_PATH": f"{_TLS}/node.key",
+    "DYN_TCP_TLS_CA_CERT_PATH": f"{_TLS}/ca.pem",
+    "DYN_TCP_TLS_CLIENT_CA_CERT_PATH": f"{_TLS}/ca.pem",
+    "DYN_TCP_TLS_CLIENT_CERT_PATH": f"{_TLS}/node.pem",
+    "DYN_TCP_TLS_CLIENT_KEY_PATH": f"{_TLS}/node.key",
+}
 ETCD_USER = "root"  # etcd enables auth only with a root user; each stack's etcd is its own
 NATS_USER = "servesweep"
 
@@ -54,7 +65,7 @@ class Planes:
         return ["--discovery-backend", self.discovery, "--request-plane", "tcp", "--event-plane", self.event_plane]
 
     def env(self) -> dict:
-        env = {"DYN_NAMESPACE": "{namespace}"}
+        env = {"DYN_NAMESPACE": "{namespace}", **REQUEST_PLANE_TLS}
         if self.discovery == "file":
             env["DYN_FILE_KV"] = "{run_dir}/discovery"
         else:  # the stack's own etcd, with the credential the driver makes when it starts the stack

@@ -4,6 +4,7 @@ adds its own), and argv scanning."""
 from __future__ import annotations
 
 from . import kinds
+from .engines import REQUEST_PLANE_TLS
 from .kinds.dynamo_frontend import FRONTEND
 
 # Flags whose value is an embedded JSON document.
@@ -90,6 +91,8 @@ OWNED_ENV = frozenset(
         "VLLM_DP_RANK",
         "VLLM_DP_SIZE",
         "VLLM_DP_MASTER_PORT",
+        *REQUEST_PLANE_TLS,
+        "DYN_TCP_TLS_INSECURE",
     }
 )
 

@@ -85,6 +85,8 @@ class Stack:
 
     def _make_credentials(self) -> None:
         """The stack's own control-plane credentials (0600 files in the run dir, nowhere else)."""
+        if credentials.uses_tls(self.plan):
+            credentials.make_tls(self.run_dir, self.ctx.node_addrs)
         if not any(p.role in CONTROL_ROLES for p in self.plan.processes):
             return
         self.ctx.credentials = credentials.make(self.run_dir)
