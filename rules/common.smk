@@ -134,7 +134,7 @@ def rehearsal_plan(wildcards):
             f"{paths.result_file(wildcards.recipe, wildcards.conc, rehearsal=True)} is a rehearsal target: "
             "add --config rehearsal=1"
         )
-    return sw.Selection.plan_file(wildcards.recipe, int(wildcards.conc), rehearsal=True)
+    return paths.plan_file(wildcards.recipe, int(wildcards.conc), rehearsal=True)
 
 
 RECIPE_ORDER = {r: i for i, r in enumerate(sorted(SELECTION.recipes))}
