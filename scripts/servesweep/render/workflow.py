@@ -38,6 +38,7 @@ class Workflow:
         # never per job while the DAG is built: until then the curves to write are only noted
         self._running = False
         self._unwritten_curves: set = set()
+        self._written: set = set()  # (recipe, conc, rehearsal) whose plan this run has written
 
     # what the rules read (the selection's answers)
     @property
@@ -73,9 +74,10 @@ class Workflow:
         sel = self.sel
         if not rehearsal:
             sel.check_engine_args()
-        for p in sel.points_of(rehearsal):
+        points = sel.points_of(rehearsal)
+        for p in points:
             self._write_plan(p.recipe, p.conc, rehearsal)
-        self._write_sources(sorted({p.recipe for p in sel.points_of(rehearsal)}), rehearsal)
+        self._write_sources(sorted({p.recipe for p in points}), rehearsal)
         if not rehearsal:  # the plans of the probes known so far and of the next one of each search
             for name in sel.searches.recipes:
                 write_if_changed(sel.root / capacity_settings_file(name), canonical(sel.searches.settings_doc(name)))
@@ -83,6 +85,10 @@ class Workflow:
         sel.drop_layouts()
 
     def _write_plan(self, recipe: str, conc: int, rehearsal: bool) -> None:
+        """Once per point and run: the capacity rule asks for its next probe on every DAG update."""
+        if (recipe, conc, rehearsal) in self._written:
+            return
+        self._written.add((recipe, conc, rehearsal))
         plan, text = self.sel.rendered(recipe, conc, rehearsal)
         if not rehearsal and conc == self.sel.recipes[recipe].concurrency[0]:  # one check per curve
             self.sel.preflight(plan)
