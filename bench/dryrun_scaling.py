@@ -33,6 +33,37 @@ rule point:
     shell: "touch {output}"
 """
 
+# The same targets with our rules' Snakemake directives (checkpoint, report output with
+# category and labels, log, priority, group per recipe, conda) and constant values in place of
+# our callables: what Snakemake itself charges for the rule shape, without a line of servesweep.
+SHAPED = """import glob, os
+PLANS = sorted(glob.glob(".bare-plans/*/c*.json"))
+POINTS = [(os.path.basename(os.path.dirname(p)), os.path.basename(p)[1:-5]) for p in PLANS]
+
+rule summary:
+    input: [f"results/{r}/c{c}.json" for r, c in POINTS]
+    output: report("results/summary.md", caption="caption.rst", category="Summary")
+    log: "logs/summary.log"
+    conda: "env.yaml"
+    shell: "touch {output}"
+
+checkpoint point:
+    input: plan=".bare-plans/{recipe}/c{conc}.json"
+    output:
+        result=report(
+            "results/{recipe}/c{conc}.json",
+            caption="caption.rst",
+            category=lambda w: "points",
+            subcategory="{recipe}",
+            labels={"recipe": "{recipe}", "concurrency": "{conc}"},
+        ),
+    log: "logs/{recipe}/c{conc}/point.log"
+    priority: lambda w: 10**9 - int(w.conc)
+    group: lambda w: "curve-" + w.recipe
+    conda: "env.yaml"
+    shell: "touch {output}"
+"""
+
 
 # A warm machine writes bytecode; some sandboxes set PYTHONDONTWRITEBYTECODE, making every
 # snakemake start recompile itself, which would hide our cost in a slower baseline.
@@ -48,7 +79,7 @@ print(time.perf_counter() - t)
 """
 
 
-def make_sweep(root: Path, n: int) -> tuple[Path, Path]:
+def make_sweep(root: Path, n: int) -> tuple[Path, Path, Path]:
     wf = copy_workflow(root / f"wf{n}", recipes=[])
     agg = yaml.safe_load((ROOT / "recipes/local-agg-2x-mocker.yaml").read_text())
     dis = yaml.safe_load((ROOT / "recipes/local-disagg-1p1d-mocker.yaml").read_text())
@@ -66,7 +97,12 @@ def make_sweep(root: Path, n: int) -> tuple[Path, Path]:
         for c in CONCS:
             (d / f"c{c}.json").write_text("{}\n")
     (bare / "Snakefile").write_text(BARE)
-    return wf, bare
+    shaped = root / f"shaped{n}"
+    shutil.copytree(bare / ".bare-plans", shaped / ".bare-plans")
+    (shaped / "Snakefile").write_text(SHAPED)
+    (shaped / "caption.rst").write_text("a point\n")
+    (shaped / "env.yaml").write_text("dependencies: []\n")
+    return wf, bare, shaped
 
 
 def _snakefile_work(wf: Path, cold: bool) -> float:
@@ -76,46 +112,53 @@ def _snakefile_work(wf: Path, cold: bool) -> float:
     return float(r.stdout)
 
 
+def _measure(tmp: Path, n: int, reps: int) -> tuple:
+    wf, bare, shaped = make_sweep(tmp, n)
+    sm = [str(BIN / "snakemake"), "results/summary.md", "-n", "--profile", str(wf / "profiles/local")]
+    dirs = {"ours": wf, "bare": bare, "shaped": shaped}
+    for d in dirs.values():  # warm-up: bytecode, plans, parse cache
+        timed_child(sm, d, ENV)
+    wall = {k: [] for k in dirs}
+    rss = {k: [] for k in dirs}
+    cold, warm = [], []
+    for _ in range(reps):  # alternate, so drift hits all three
+        for k, d in dirs.items():
+            w, m, _ = timed_child(sm, d, ENV)
+            wall[k].append(w), rss[k].append(m)
+        cold.append(_snakefile_work(wf, cold=True))
+        warm.append(_snakefile_work(wf, cold=False))
+    med = statistics.median
+    return (n, n * len(CONCS), *(med(wall[k]) for k in dirs), med(rss["ours"]), med(rss["bare"]), med(cold), med(warm))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--sizes", default="10,100,400")
     ap.add_argument("--reps", type=int, default=5)
     a = ap.parse_args()
     header("dry-run scaling", f"{BIN}/python bench/dryrun_scaling.py --sizes {a.sizes} --reps {a.reps}")
-    rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for n in [int(x) for x in a.sizes.split(",")]:
-            wf, bare = make_sweep(Path(tmp), n)
-            sm = [str(BIN / "snakemake"), "results/summary.md", "-n", "--profile", str(wf / "profiles/local")]
-            timed_child(sm, wf, ENV), timed_child(sm, bare, ENV)  # warm-up: bytecode, plans, parse cache
-            ours, theirs, rss_ours, rss_bare, cold, warm = [], [], [], [], [], []
-            for _ in range(a.reps):  # alternate, so drift hits both
-                w, m, _ = timed_child(sm, wf, ENV)
-                ours.append(w), rss_ours.append(m)
-                w, m, _ = timed_child(sm, bare, ENV)
-                theirs.append(w), rss_bare.append(m)
-                cold.append(_snakefile_work(wf, cold=True))
-                warm.append(_snakefile_work(wf, cold=False))
-            med = statistics.median
-            rows.append((n, n * len(CONCS), med(ours), med(theirs), med(rss_ours), med(rss_bare), med(cold), med(warm)))
+        rows = [_measure(Path(tmp), int(x), a.reps) for x in a.sizes.split(",")]
     print(
-        f"{'recipes':>7} {'points':>6} {'servesweep s':>12} {'bare s':>7} {'ratio':>6} {'RSS MiB':>8} "
-        f"{'bare MiB':>8} {'RSS ratio':>9} {'validate+render s':>17} {'(parse cache empty)':>19}"
+        f"{'recipes':>7} {'points':>6} {'servesweep s':>12} {'bare s':>7} {'ratio':>6} {'shaped s':>8} "
+        f"{'ratio':>6} {'RSS MiB':>8} {'bare MiB':>8} {'validate+render s':>17} {'(parse cache empty)':>19}"
     )
-    for n, pts, o, b, ro, rb, rc, rw in rows:
+    for n, pts, o, b, sh, ro, rb, rc, rw in rows:
         print(
-            f"{n:>7} {pts:>6} {o:>12.2f} {b:>7.2f} {o / b:>6.2f} {ro:>8.0f} {rb:>8.0f} {ro / rb:>9.2f} "
+            f"{n:>7} {pts:>6} {o:>12.2f} {b:>7.2f} {o / b:>6.2f} {sh:>8.2f} {o / sh:>6.2f} {ro:>8.0f} {rb:>8.0f} "
             f"{rw:>17.2f} {rc:>19.2f}"
         )
     (_, p0, o0, b0, *_), (_, p1, o1, b1, *_) = rows[0], rows[-1]
-    if p1 == p0:
-        return
-    ours, bare = 1000 * (o1 - o0) / (p1 - p0), 1000 * (b1 - b0) / (p1 - p0)
-    print(f"\nslope: servesweep {ours:.2f} ms/point, bare {bare:.2f} ms/point")
+    if p1 != p0:
+        ours, bare = 1000 * (o1 - o0) / (p1 - p0), 1000 * (b1 - b0) / (p1 - p0)
+        print(f"\nslope: servesweep {ours:.2f} ms/point, bare {bare:.2f} ms/point")
     print(
+        "bare: the same targets, rules that only touch. shaped: the same targets and our rules' Snakemake\n"
+        "directives (checkpoint, report output, log, priority, group, conda) with constants for our callables:\n"
+        "its ratio is what servesweep's own code adds.\n"
         "validate+render: what rules/common.smk does before the DAG is built (validate every recipe, render\n"
         "every plan, write those that changed), timed in a fresh process; the last column without the\n"
-        "YAML parse cache (.snakemake/servesweep/), as on the first run after a recipe edit."
+        "YAML parse cache and render memo (.snakemake/servesweep/), as on a first run or after every recipe changed."
     )
 
 

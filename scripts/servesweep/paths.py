@@ -77,7 +77,7 @@ def logs_dir(recipe: str, rehearsal: bool = False) -> Path:
 
 def run_dir(recipe: str, conc: int, rehearsal: bool = False) -> Path:
     """A point's own logs: its driver, aiperf's artifacts, failure.json (and a solo stack's processes)."""
-    return logs_dir(recipe, rehearsal) / f"c{conc}"
+    return Path(f"logs/{_sub(rehearsal)}{recipe}/c{conc}")
 
 
 def stacks_dir(recipe: str, rehearsal: bool = False) -> Path:

@@ -12,13 +12,14 @@ from pathlib import Path
 
 from ..contract import Plan, stack_reuse_allowed
 from ..errors import InputError, Problem
-from ..paths import POINT_TARGET, capacity_file, result_file, run_dir
+from ..paths import POINT_TARGET, capacity_file, plan_file, result_file, run_dir
 from ..preflight import check_plan
 from ..yamlio import ParseCache
 from . import why
 from .capacity_search import CapacitySearches
 from .cluster import all_clusters
 from .engine_args import check_engine_args, pending
+from .memo import RenderMemo
 from .plan import layout, render_point
 from .recipe import Recipe, load_recipes
 from .topology import PlacementError
@@ -51,6 +52,7 @@ class Selection:
         self._resources: dict = {}  # (recipe, conc, rehearsal) -> the plan's resources
         self._fingerprints: dict = {}  # (recipe, conc, rehearsal) -> the plan's fingerprint
         self._reuse: dict = {}  # recipe -> its points may share a warm stack
+        self._memo_keys: dict = {}  # (recipe, rehearsal) -> its render memo key
         # () -> (targets, forced) of this snakemake run; known only once the DAG is being built
         self.scope = lambda: (frozenset(), False)
         self.clusters = all_clusters(self.root / "profiles")
@@ -71,6 +73,7 @@ class Selection:
         self.selected = [r for r in recipes if cluster in r.clusters and (not only or r.name in only)]
         self.points = [Point(r.name, c) for r in self.selected for c in r.concurrency]
         self.searches = CapacitySearches(self)
+        self.memo = RenderMemo(self.root)  # the writer saves it
         self._next_probe: dict[str, int | None] = {}  # recipe -> its capacity search's next probe
 
     @property
@@ -86,20 +89,44 @@ class Selection:
 
     def rendered(self, recipe: str, conc: int, rehearsal: bool = False) -> tuple[dict, str]:
         """The point's plan and its canonical text; its fingerprint, resources and reuse are kept."""
+        self._check_point(recipe, conc, rehearsal)
+        first = None if rehearsal else self._first_render.pop((recipe, conc), None)
+        plan, text = first or self._render(recipe, conc, rehearsal)
+        fp = plan["fingerprints"]
+        self._keep(recipe, conc, rehearsal, plan["resources"], fp["plan"], fp["curve"], plan["stack"]["reuse"])
+        return plan, text
+
+    def recall(self, recipe: str, conc: int, rehearsal: bool = False) -> bool:
+        """Whether the point is known from the render memo (its plan file unchanged since): then
+        nothing needs rendering or writing, and its fingerprint, resources and reuse are kept."""
+        self._check_point(recipe, conc, rehearsal)
+        path = self.root / plan_file(recipe, conc, rehearsal)
+        e = self.memo.recall(self._memo_key(recipe, rehearsal), conc, path)
+        if e is not None:
+            self._keep(recipe, conc, rehearsal, e["resources"], e["plan"], e["curve"], e["reuse"])
+        return e is not None
+
+    def _check_point(self, recipe: str, conc: int, rehearsal: bool) -> None:
         r = self.recipes.get(recipe)
         if r is None or not (conc in r.concurrency if rehearsal else r.has_point(conc)):
             raise InputError([Problem(result_file(recipe, conc), "target", "no such point in any recipe")])
-        first = None if rehearsal else self._first_render.pop((recipe, conc), None)
-        plan, text = first or self._render(recipe, conc, rehearsal)
-        key = (recipe, conc, rehearsal)
-        self._resources[key] = plan["resources"]
-        self._fingerprints[key] = plan["fingerprints"]["plan"]
-        self._curves[(recipe, rehearsal)] = plan["fingerprints"]["curve"]
-        self._reuse[recipe] = plan["stack"]["reuse"] and stack_reuse_allowed()
-        return plan, text
+
+    def _keep(self, recipe: str, conc: int, rehearsal: bool, resources, fingerprint, curve, reuse) -> None:
+        self._resources[(recipe, conc, rehearsal)] = resources
+        self._fingerprints[(recipe, conc, rehearsal)] = fingerprint
+        self._curves[(recipe, rehearsal)] = curve
+        self._reuse[recipe] = reuse and stack_reuse_allowed()
+
+    def _memo_key(self, recipe: str, rehearsal: bool) -> str:
+        if (recipe, rehearsal) not in self._memo_keys:
+            r = self.recipes[recipe]
+            own = self.own_cluster(r) if rehearsal else self.cluster
+            local = self.clusters["local"] if rehearsal else None
+            self._memo_keys[(recipe, rehearsal)] = self.memo.key(r, own, local)
+        return self._memo_keys[(recipe, rehearsal)]
 
     def _known(self, recipe: str, conc: int, rehearsal: bool = False) -> None:
-        if (recipe, conc, rehearsal) not in self._resources:
+        if (recipe, conc, rehearsal) not in self._resources and not self.recall(recipe, conc, rehearsal):
             self.rendered(recipe, conc, rehearsal)
 
     def curve_fingerprint(self, recipe: str, rehearsal: bool) -> str:
@@ -131,7 +158,7 @@ class Selection:
         """Every selected recipe's argv through its engines' own parsers, in one batch per venv."""
         checks = []
         for r in self.selected:
-            plan, text = self._first_render[(r.name, r.concurrency[0])] = self._render(r.name, r.concurrency[0], False)
+            plan, text = self._first_render[(r.name, r.concurrency[0])] = self._first_plan(r)
             checks += pending(plan, r)
         report = check_engine_args(checks, self.root)
         self.preflight_problems += report.problems
@@ -205,12 +232,26 @@ class Selection:
                 out.append(c)
         return out
 
+    def _first_plan(self, r: Recipe) -> tuple[dict, str]:
+        """A curve's first plan, which the argument check and pre-flight read: from its file when
+        the memo vouches for it, else rendered."""
+        conc = r.concurrency[0]
+        if self.recall(r.name, conc):
+            try:
+                text = (self.root / plan_file(r.name, conc)).read_text()
+                return json.loads(text), text
+            except (OSError, ValueError):
+                pass
+        return self._render(r.name, conc, False)
+
     def _render(self, recipe: str, conc: int, rehearsal: bool) -> tuple[dict, str]:
-        """(plan, its canonical text)."""
+        """(plan, its canonical text), remembered in the render memo."""
         try:
-            return self._render_or_raise(recipe, conc, rehearsal)
+            plan, text = self._render_or_raise(recipe, conc, rehearsal)
         except PlacementError as e:
             raise InputError([Problem(self.recipes[recipe].source, f, r) for f, r in e.issues]) from None
+        self.memo.remember(self._memo_key(recipe, rehearsal), conc, plan, text)
+        return plan, text
 
     def _render_or_raise(self, recipe: str, conc: int, rehearsal: bool) -> tuple[dict, str]:
         r = self.recipes[recipe]

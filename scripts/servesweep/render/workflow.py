@@ -83,14 +83,19 @@ class Workflow:
                 write_if_changed(sel.root / capacity_settings_file(name), canonical(sel.searches.settings_doc(name)))
                 self.capacity(name, asked=False)
         sel.drop_layouts()
+        if not sel.preflight_problems:
+            sel.memo.save()
 
     def _write_plan(self, recipe: str, conc: int, rehearsal: bool) -> None:
         """Once per point and run: the capacity rule asks for its next probe on every DAG update."""
         if (recipe, conc, rehearsal) in self._written:
             return
         self._written.add((recipe, conc, rehearsal))
+        first = not rehearsal and conc == self.sel.recipes[recipe].concurrency[0]
+        if not first and self.sel.recall(recipe, conc, rehearsal):
+            return  # its plan file is what this render would write
         plan, text = self.sel.rendered(recipe, conc, rehearsal)
-        if not rehearsal and conc == self.sel.recipes[recipe].concurrency[0]:  # one check per curve
+        if first:  # one pre-flight per curve
             self.sel.preflight(plan)
         if not self.sel.preflight_problems:
             write_if_changed(self.sel.root / plan_file(recipe, conc, rehearsal), text)

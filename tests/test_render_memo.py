@@ -1,0 +1,108 @@
+"""The render memo makes an unchanged dry run skip rendering; it must never change what a run sees:
+the same fingerprints, resources and plan files as a fresh render, and a render again whenever a
+recipe, the cluster facts, the code, a plan file or the memo itself changed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from servesweep.paths import plan_file
+from servesweep.render import memo as memo_mod
+from servesweep.render import selection as selection_mod
+from servesweep.render.memo import MEMO_FILE
+from servesweep.render.selection import Selection
+from servesweep.render.workflow import Workflow
+
+from helpers import copy_workflow
+
+RECIPE = "local-agg-2x-mocker"
+
+
+def _run(wf: Path, cluster: str = "local") -> tuple[Selection, list]:
+    """One dry run's render side; the points it rendered (not recalled)."""
+    rendered = []
+    real = selection_mod.render_point
+
+    def counting(recipe, cluster, conc, *a, **k):
+        rendered.append((recipe.name, conc))
+        return real(recipe, cluster, conc, *a, **k)
+
+    selection_mod.render_point = counting
+    try:
+        sel = Selection(wf, cluster)
+        Workflow(sel).write_plans()
+    finally:
+        selection_mod.render_point = real
+    return sel, rendered
+
+
+def _answers(sel: Selection) -> dict:
+    return {
+        (p.recipe, p.conc): (sel.fingerprint(p.recipe, p.conc), sel.resources(p.recipe, p.conc)) for p in sel.points
+    }
+
+
+@pytest.fixture
+def wf(tmp_path):
+    return copy_workflow(tmp_path / "wf")
+
+
+def test_an_unchanged_sweep_renders_nothing_and_answers_as_a_fresh_render(wf):
+    fresh, rendered = _run(wf)
+    assert rendered and (wf / MEMO_FILE).exists()
+    plans = {p: (wf / plan_file(*p)).read_bytes() for p in _answers(fresh)}
+    again, rendered = _run(wf)
+    assert rendered == []
+    assert _answers(again) == _answers(fresh)
+    assert {p: (wf / plan_file(*p)).read_bytes() for p in plans} == plans
+
+
+def test_an_edited_recipe_renders_its_points_again_and_only_those(wf):
+    _run(wf)
+    path = wf / "recipes" / f"{RECIPE}.yaml"
+    path.write_text(path.read_text() + "# a comment changes nothing\n")
+    assert _run(wf)[1] == []
+    path.write_text(path.read_text().replace("duration_s: 20", "duration_s: 21"))
+    sel, rendered = _run(wf)
+    assert rendered and {r for r, _ in rendered} == {RECIPE}
+
+
+def test_a_changed_plan_file_is_rendered_and_written_again(wf):
+    sel, _ = _run(wf)
+    p = sel.points[0]
+    path = wf / plan_file(p.recipe, p.conc)
+    good = path.read_bytes()
+    path.write_bytes(good.replace(b'"point":', b'"point": ', 1))
+    _, rendered = _run(wf)
+    assert (p.recipe, p.conc) in rendered and path.read_bytes() == good
+    path.unlink()
+    _, rendered = _run(wf)
+    assert (p.recipe, p.conc) in rendered and path.read_bytes() == good
+
+
+@pytest.mark.parametrize("damage", ["junk", "checksum", "entry"])
+def test_a_damaged_or_altered_memo_is_ignored(wf, damage):
+    fresh, _ = _run(wf)
+    memo = wf / MEMO_FILE
+    fmt, check, body = memo.read_text().split("\n", 2)
+    altered = body.replace('"reuse":true', '"reuse":false', 1)
+    assert altered != body
+    memo.write_text(
+        {"junk": "{not a memo", "checksum": f"{fmt}\n{'0' * 64}\n{body}", "entry": f"{fmt}\n{check}\n{altered}"}[damage]
+    )
+    again, rendered = _run(wf)
+    assert rendered  # nothing trusted from it
+    assert _answers(again) == _answers(fresh)
+
+
+def test_other_cluster_facts_or_code_make_another_key(wf, monkeypatch):
+    sel = Selection(wf, "local")
+    r = sel.recipes[RECIPE]
+    m = sel.memo
+    key = m.key(r, sel.cluster, None)
+    assert m.key(r, sel.clusters["hcm-hgx02"], None) != key
+    assert m.key(r, sel.cluster, sel.clusters["local"]) != key  # rehearsal
+    monkeypatch.setattr(memo_mod, "code_digest", lambda: "another version of servesweep")
+    assert memo_mod.RenderMemo(wf).key(r, sel.cluster, None) != key
