@@ -78,7 +78,7 @@ def test_gemma4_two_tp4_replicas_on_one_node():
         "mem_mb": 1500000,
     }
     assert "slo" not in p  # a reporting setting: it lives in the selection, not the plan
-    assert roles(p) == {"etcd": 1, "frontend": 1, "agg": 2}
+    assert roles(p) == {"etcd": 1, "frontend": 1, "sysguard": 1, "agg": 2}  # one sysguard per node
     assert p["discovery"]["backend"] == "etcd"  # Slurm: the network backend even on one node
 
 
@@ -94,7 +94,8 @@ def test_dsv4_disaggregated_expansions(name, nodes, prefill, decode, expect):
     p = plan_of(name)
     assert p["topology"]["nodes"] == nodes and p["resources"]["nodes"] == nodes
     # the Mooncake store their MooncakeStoreConnector needs: one kvstore process beside etcd
-    assert roles(p) == {"etcd": 1, "kvstore": 1, "frontend": 1, "prefill": prefill, "decode": decode}
+    want = {"etcd": 1, "kvstore": 1, "frontend": 1, "sysguard": nodes, "prefill": prefill, "decode": decode}
+    assert roles(p) == want
     store = p["processes"][1]
     assert store["role"] == "kvstore" and store["node"] == 0 and store["argv"][0] == "mooncake_master"
     for w in (x for x in p["processes"] if x["role"] in ("prefill", "decode")):
@@ -159,12 +160,12 @@ def test_per_gpu_processes_have_one_gpu_and_a_rank():
 
 def test_local_recipes_render_mocker_stacks():
     agg = plan_of("local-agg-2x-mocker", 4)
-    assert roles(agg) == {"frontend": 1, "agg": 2}
+    assert roles(agg) == {"frontend": 1, "agg": 2, "sysguard": 1}
     assert agg["expect_registrations"] == {"backend": 2}
     assert agg["discovery"]["backend"] == "file"  # one host: Dynamo's file store is enough
     assert command_of(agg["processes"][1]["argv"])[:3] == [".venvs/engine/bin/python", "-m", "dynamo.mocker"]
     dis = plan_of("local-disagg-1p1d-mocker", 4)
-    assert roles(dis) == {"frontend": 1, "prefill": 1, "decode": 1}
+    assert roles(dis) == {"frontend": 1, "prefill": 1, "decode": 1, "sysguard": 1}
     assert dis["expect_registrations"] == {"backend": 1, "prefill": 1}
     dec = dis["processes"][2]
     assert dec["argv"][dec["argv"].index("--data-parallel-size") + 1] == "2"
@@ -222,9 +223,11 @@ def test_rehearsal_keeps_layout_but_runs_mockers():
     assert reh["image"] is None and reh["launcher"] == "local" and reh["rehearsal"]
     assert reh["benchmark"]["concurrency"] <= CLUSTERS["local"].rehearsal_max_concurrency
     assert reh["benchmark"]["duration_s"] <= CLUSTERS["local"].rehearsal_max_duration_s
-    kinds = {
-        command_of(x["argv"])[2] if x["role"] not in ("etcd", "kvstore") else x["argv"][0] for x in reh["processes"]
-    }
+    guards = [x for x in reh["processes"] if x["role"] == "sysguard"]
+    assert [x["node"] for x in guards] == list(range(reh["topology"]["nodes"]))
+    assert all(x["argv"][1].endswith("/run/sysguard.py") for x in guards)
+    others = [x for x in reh["processes"] if x["role"] != "sysguard"]
+    kinds = {command_of(x["argv"])[2] if x["role"] not in ("etcd", "kvstore") else x["argv"][0] for x in others}
     # a real etcd and Mooncake master, as in production
     assert kinds == {"/usr/bin/etcd", ".venvs/engine/bin/mooncake_master", "dynamo.frontend", "dynamo.mocker"}
     assert reh["discovery"] == real["discovery"]

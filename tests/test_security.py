@@ -211,3 +211,66 @@ def test_a_worker_takes_requests_only_from_holders_of_the_stacks_certificate(tmp
             assert _tls_answer(port, ca, own) == "ok"
         out, err = p.communicate(timeout=120)
     assert p.returncode == 0, err[-3000:]  # the frontend and workers spoke mutual TLS all along
+
+
+def _http(port: int, path: str, method: str = "GET") -> tuple[int, str]:
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}{path}", method=method, data=b"{}" if method == "POST" else None
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, r.read().decode(errors="replace")
+    except urllib.error.HTTPError as e:
+        return e.code, ""
+
+
+def test_a_workers_admin_routes_are_out_of_reach_its_health_and_metrics_are_not(tmp_path, reliability):
+    """Dynamo's system server (with /engine/control/* and no way to authenticate them) binds loopback;
+    the node's sysguard serves only GET /health, /live and /metrics on the public system port."""
+    import psutil
+
+    reliability("security", "a worker's admin routes are not served on its public system port")
+    wf = copy_workflow(tmp_path / "wf", recipes=[])
+    base = yaml.safe_load((ROOT / "recipes/local-agg-2x-mocker.yaml").read_text())
+    name = write_recipe(wf, base, "sysguard", duration=10)
+    with no_processes_left(wf), running_point(wf, name) as p:
+        wait_for_text(wf / f"logs/{name}/c2/driver.log", "bench: aiperf")
+        procs = descendants(p.pid)
+        guard = next(k for k in procs if any("sysguard.py" in a for a in k.cmdline()))
+        public = {c.laddr.port for c in guard.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
+        assert len(public) == 2, public  # one per worker
+        workers = [k for k in procs if "dynamo.mocker" in " ".join(k.cmdline())]
+        own = {c.laddr.port for w in workers for c in w.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
+        assert not public & own  # the workers do not listen there themselves
+        for port in public:
+            assert _http(port, "/health")[0] == 200
+            status, body = _http(port, "/metrics")
+            assert status == 200 and "dynamo_component" in body
+            for path, method in [("/engine/control/sleep", "POST"), ("/engine/control/sleep", "GET"),
+                                 ("/engine/pause_generation", "POST"), ("/health", "POST")]:  # fmt: skip
+                assert _http(port, path, method)[0] == 403, (path, method)
+        out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err[-3000:]
+
+
+@pytest.mark.parametrize(
+    ("head", "passed"),
+    [
+        (b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n", "/health"),
+        (b"GET /metrics?x=1 HTTP/1.1\r\n\r\n", "/metrics?x=1"),
+        (b"GET /live HTTP/1.0\r\n\r\n", "/live"),
+        (b"POST /health HTTP/1.1\r\n\r\n", None),
+        (b"GET /engine/control/sleep HTTP/1.1\r\n\r\n", None),
+        (b"GET /healthz HTTP/1.1\r\n\r\n", None),
+        (b"GET /health/../engine/control/sleep HTTP/1.1\r\n\r\n", None),
+        (b"\xff\xfe garbage\r\n\r\n", None),
+        (b"GET\r\n\r\n", None),
+    ],
+)
+def test_the_sysguard_passes_on_only_its_read_only_routes(head, passed):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("sysguard", ROOT / "scripts/servesweep/run/sysguard.py")
+    guard = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(guard)
+    assert guard.allowed(head) == passed

@@ -127,7 +127,7 @@ class Process:
     """One physical process of the stack, everything the run side needs to start and watch it."""
 
     name: str
-    role: str  # etcd | nats | frontend | balancer | agg | prefill | decode
+    role: str  # etcd | nats | kvstore | frontend | balancer | sysguard | agg | prefill | decode
     worker: int | None
     node: int
     gpus: tuple[int, ...]

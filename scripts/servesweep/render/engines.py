@@ -161,6 +161,22 @@ def balancer(binary: str, alloc: PortAllocator) -> ProcessSpec:
     return ProcessSpec({"http": alloc.take()}, tuple(argv), {}, f"{base}/servesweep-health", None)
 
 
+GUARDED_PORT = "system_local"  # a process's port that only its node's sysguard reaches (on loopback)
+SYSGUARD = "{workdir}/scripts/servesweep/run/sysguard.py"
+
+
+def system_guards(procs: list, python: str, rehearsal: bool) -> list[tuple[int, ProcessSpec]]:
+    """(node, spec) of one sysguard per node for the processes whose system server sits on loopback
+    behind it: it serves their read-only routes on their public ``system`` port (run/sysguard).
+    Rehearsal's headless stand-ins serve nothing (they only hold their ports)."""
+    routes: dict[int, list[str]] = {}
+    for p in procs:
+        if GUARDED_PORT in p.ports and not (rehearsal and p.headless):
+            n = p.name
+            routes.setdefault(p.node, []).append(f"{{addr:{n}}}:{{port:{n}.system}}={{port:{n}.{GUARDED_PORT}}}")
+    return [(node, ProcessSpec({}, (python, SYSGUARD, *r), {}, None, None)) for node, r in sorted(routes.items())]
+
+
 def standin_process(spec: ProcessSpec) -> ProcessSpec:
     """Rehearsal stand-in for a headless engine process: binds its ports, serves nothing."""
     argv = ["{servesweep_python}", "-m", "servesweep.run.standin", "--ports"]

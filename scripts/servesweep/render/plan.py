@@ -171,6 +171,8 @@ def layout(recipe: Recipe, cluster: Cluster, rehearsal: Cluster | None = None) -
     cpu = None if rehearsal else cluster.cpu_engine
     engine_procs = _engines(kind, doc, slots, python, alloc, planes, rehearsal is not None, cpu, store)
     procs += engine_procs
+    guards = engines.system_guards(engine_procs, python, rehearsal is not None)
+    procs += [_process(f"sysguard-n{node}", "sysguard", None, node, (), spec) for node, spec in guards]
     # nginx in front of several frontends, or of several plain-engine replicas (no router of their own)
     entries = frontends if dynamo else [p for p in engine_procs if not p.headless]
     balancer = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..engines import EngineInput, ProcessSpec, host_env, http_urls
+from ..engines import GUARDED_PORT, EngineInput, ProcessSpec, host_env, http_urls
 from ._common import gpus_env
 
 METRICS = {
@@ -30,9 +30,12 @@ def process(render: Render) -> Callable[[EngineInput], ProcessSpec]:
     and metrics, the stack's planes, one registration per serving process)."""
 
     def spec(e: EngineInput) -> ProcessSpec:
-        ports = {"system": e.alloc.take()}
+        # the system server (admin routes included) on loopback; the node's sysguard serves its
+        # read-only routes on the public `system` port (render/engines.system_guards)
+        ports = {"system": e.alloc.take(), GUARDED_PORT: e.alloc.take()}
         env = {**host_env(), **e.planes.env(), **gpus_env(e)}
-        env["DYN_SYSTEM_PORT"] = "{port:self.system}"
+        env["DYN_SYSTEM_HOST"] = "127.0.0.1"
+        env["DYN_SYSTEM_PORT"] = f"{{port:self.{GUARDED_PORT}}}"
         env["DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS"] = '["generate"]'
         argv, headless = render(e, ports, env)
         health, metrics = http_urls("system")
