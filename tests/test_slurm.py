@@ -128,6 +128,9 @@ def test_disaggregated_roles_land_on_the_planned_nodes(swf):
     assert doc["identity"]["discovery"] == "etcd" and not (logs / "discovery").exists()
     for p in plan["processes"]:
         assert "DYN_FILE_KV" not in p["env"] and "--discovery-backend file" not in " ".join(p["argv"])
+    # each node's workers keep their system server on loopback behind that node's sysguard: the
+    # driver on node 0 read node 1's health and request counts through it
+    assert placed["sysguard-n0"] == hosts[0] and placed["sysguard-n1"] == hosts[1]
     # the decode worker reached the prefill worker and the frontend across nodes
     assert doc["figures"]["requests_per_worker"]["decode-0"] > 0
     assert doc["figures"]["requests_per_worker"]["prefill-0"] > 0
