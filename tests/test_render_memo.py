@@ -106,3 +106,30 @@ def test_other_cluster_facts_or_code_make_another_key(wf, monkeypatch):
     assert m.key(r, sel.cluster, sel.clusters["local"]) != key  # rehearsal
     monkeypatch.setattr(memo_mod, "code_digest", lambda: "another version of servesweep")
     assert memo_mod.RenderMemo(wf).key(r, sel.cluster, None) != key
+
+
+def test_a_valid_recipe_is_not_checked_again_an_invalid_one_always_is(wf, monkeypatch):
+    from servesweep.errors import InputError
+    from servesweep.render import cluster as cluster_mod
+    from servesweep.render import recipe as recipe_mod
+
+    _run(wf)
+    checked = []
+    real = recipe_mod._checked
+    monkeypatch.setattr(recipe_mod, "_checked", lambda doc, *a: checked.append(doc["name"]) or real(doc, *a))
+    _run(wf)
+    assert checked == []
+    path = wf / "recipes" / f"{RECIPE}.yaml"
+    path.write_text(path.read_text().replace("duration_s: 20", "duration_s: -3"))
+    for _ in range(2):  # a failed check is never remembered: reported on every run
+        with pytest.raises(InputError) as e:
+            _run(wf)
+        assert "scenario.duration_s" in str(e.value) and RECIPE in checked
+        checked.clear()
+    facts = wf / "profiles/local/cluster.yaml"
+    path.write_text(path.read_text().replace("duration_s: -3", "duration_s: 20"))
+    _run(wf)
+    facts.write_text(facts.read_text().replace("readiness_timeout_s: 90", "readiness_timeout_s: 91"))
+    cluster_mod._load_all.cache_clear()  # a new snakemake process reads the facts again
+    _run(wf)  # other cluster facts: every recipe checked again
+    assert RECIPE in checked

@@ -7,6 +7,7 @@ host cannot see: those become notes saying what was left to the job.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 from pathlib import Path
@@ -46,6 +47,7 @@ def _container_side(recipe: str, field: str, path: str, workdir: Path, mounts: l
     return []  # inside the image: the container start tells
 
 
+@functools.lru_cache(maxsize=4096)  # a dry run asks the same few commands once per recipe
 def _executable(cmd: str, workdir: Path) -> bool:
     if "/" not in cmd:
         return shutil.which(cmd) is not None

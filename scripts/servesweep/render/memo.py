@@ -1,4 +1,5 @@
-"""Rendered points remembered between runs, so an unchanged sweep is not rendered again.
+"""Rendered points and valid recipes remembered between runs, so an unchanged sweep is neither
+checked nor rendered again.
 
 A point's plan is a pure function of its recipe (document and file label), the cluster facts it
 is rendered for (and the local ones in rehearsal) and servesweep's own code: that is the key.
@@ -7,6 +8,10 @@ of the plan text. An entry is used only while the plan file on disk still has th
 plan edited, removed or damaged since is rendered and written again. The file carries a checksum
 of its entries: a damaged or hand-edited memo is ignored (everything is rendered, as on a first
 run). It lives next to the YAML parse cache, under ``.snakemake/servesweep/``.
+
+A recipe's checks (schema, semantics, each cluster's) are a pure function of its document, file
+label, the cluster facts and the code too: a document that passed them under the same key is not
+checked again (one that failed is never remembered, so its problems are reported every run).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from ..encode import canonical, digest
 from ..files import write_if_changed
 
 MEMO_FILE = ".snakemake/servesweep/rendered.json"
-FORMAT = "servesweep.render-memo/1"
+FORMAT = "servesweep.render-memo/2"
 _PACKAGE = Path(__file__).resolve().parents[1]
 _SCHEMAS = _PACKAGE.parents[1] / "schemas"
 
@@ -43,20 +48,33 @@ class RenderMemo:
     def __init__(self, root: Path):
         self.path = Path(root) / MEMO_FILE
         self.code = code_digest()
-        self.kept = self._load()
+        self.kept, self.valid_kept = self._load()
         self.used: dict[str, dict] = {}
+        self.valid_used: set[str] = set()
         self._cluster_digests: dict[str, str] = {}
 
-    def _load(self) -> dict:
-        """The file: its format, the sha256 of the entries' JSON, then that JSON (one line each)."""
+    def _load(self) -> tuple[dict, set]:
+        """The file: its format, the sha256 of the body, then the body (one line each)."""
         try:
             fmt, check, body = self.path.read_bytes().split(b"\n", 2)
             if fmt.decode() == FORMAT and check.decode() == text_digest(body):
-                entries = json.loads(body)
-                return entries if isinstance(entries, dict) else {}
-        except (OSError, ValueError):
+                doc = json.loads(body)
+                points, valid = doc["points"], doc["valid"]
+                if isinstance(points, dict) and isinstance(valid, list):
+                    return points, {v for v in valid if isinstance(v, str)}
+        except (OSError, ValueError, KeyError, TypeError):
             pass
-        return {}
+        return {}, set()
+
+    def recipe_key(self, label: str, doc: dict, only_cluster: str | None, clusters: dict) -> str:
+        facts = [(name, self._facts(c)) for name, c in sorted(clusters.items())]
+        return digest(canonical([self.code, label, doc, only_cluster, facts]))
+
+    def known_valid(self, key: str) -> bool:
+        return key in self.valid_kept
+
+    def keep_valid(self, key: str) -> None:
+        self.valid_used.add(key)
 
     def key(self, recipe, cluster, rehearsal_cluster) -> str:
         facts = [self._facts(c) if c else None for c in (cluster, rehearsal_cluster)]
@@ -67,13 +85,14 @@ class RenderMemo:
             self._cluster_digests[cluster.name] = digest(canonical(dataclasses.asdict(cluster)))
         return self._cluster_digests[cluster.name]
 
-    def recall(self, key: str, conc: int, plan_path: Path) -> dict | None:
+    def recall(self, key: str, conc: int, plan_path: str) -> dict | None:
         """The point's entry if the plan file still holds the text it was made from; else None."""
         entry = (self.kept.get(key) or {}).get(str(conc))
         if not _entry_ok(entry):
             return None
         try:
-            data = plan_path.read_bytes()
+            with open(plan_path, "rb") as f:
+                data = f.read()
         except OSError:
             return None
         if text_digest(data) != entry["text"]:
@@ -93,9 +112,9 @@ class RenderMemo:
 
     def save(self) -> None:
         """Keep what this run used (the memo follows the current recipes)."""
-        if self.used == self.kept:
+        if self.used == self.kept and self.valid_used == self.valid_kept:
             return
-        body = canonical(self.used)
+        body = canonical({"points": self.used, "valid": sorted(self.valid_used)})
         try:
             write_if_changed(self.path, f"{FORMAT}\n{text_digest(body.encode())}\n{body}")
         except OSError:  # an unwritable memo only costs the next run its rendering

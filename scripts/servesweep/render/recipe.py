@@ -285,11 +285,19 @@ def load_recipe(path: Path, label: str | None = None, cache: ParseCache | None =
     """Load and check one recipe (cluster-independent checks); raise InputError."""
     path = Path(path)
     label = label or str(path)
+    return _checked(_parsed(path, label, cache), label, path)
+
+
+def _parsed(path: Path, label: str, cache: ParseCache | None) -> dict:
     doc, problems = load_yaml(path, label, cache)
     if problems:
         raise InputError(problems)
     if not isinstance(doc, dict):
         raise InputError([Problem(label, "(top level)", "a recipe is a mapping of keys to values")])
+    return doc
+
+
+def _checked(doc: dict, label: str, path: Path) -> Recipe:
     problems = schema_problems(doc, "recipe.schema.yaml", label)
     if problems:
         raise InputError(problems)
@@ -309,13 +317,19 @@ def load_recipes(
     only_cluster: str | None = None,
     root: Path | None = None,
     cache: ParseCache | None = None,
+    verdicts=None,
 ) -> tuple[list[Recipe], list[Problem]]:
-    """Load every file, check names unique and clusters known; collect all problems."""
+    """Load every file, check names unique and clusters known; collect all problems. ``verdicts``
+    (render/memo): a document found valid before, under the same label, cluster facts and code, is
+    not checked again."""
     recipes, problems, seen = [], [], {}
     for p in paths:
         label = str(p.relative_to(root)) if root and p.is_absolute() and p.is_relative_to(root) else str(p)
         try:
-            r = load_recipe(p, label, cache)
+            doc = _parsed(p, label, cache)
+            key = verdicts.recipe_key(label, doc, only_cluster, clusters) if verdicts else None
+            known = key is not None and verdicts.known_valid(key)
+            r = Recipe(doc["name"], label, doc) if known else _checked(doc, label, p)
         except InputError as e:
             problems += e.problems
             continue
@@ -323,16 +337,23 @@ def load_recipes(
             problems.append(Problem(label, "name", f"recipe name {r.name!r} is already used by {seen[r.name]}"))
             continue
         seen[r.name] = label
-        bad = False
-        for i, c in enumerate(r.clusters):
-            if c not in clusters:
-                known = ", ".join(sorted(clusters))
-                problems.append(Problem(label, f"clusters[{i}]", f"unknown cluster {c!r}; known: {known}"))
-                bad = True
-            elif only_cluster is None or c == only_cluster:
-                cp = cluster_problems(r, clusters[c])
-                problems += cp
-                bad = bad or bool(cp)
-        if not bad:
+        if known or not _cluster_problems(r, clusters, only_cluster, problems):
             recipes.append(r)
+            if key is not None:
+                verdicts.keep_valid(key)
     return recipes, problems
+
+
+def _cluster_problems(r: Recipe, clusters: dict, only_cluster: str | None, problems: list) -> bool:
+    """Whether the recipe's clusters are unknown or cannot hold it (problems appended)."""
+    bad = False
+    for i, c in enumerate(r.clusters):
+        if c not in clusters:
+            known = ", ".join(sorted(clusters))
+            problems.append(Problem(r.source, f"clusters[{i}]", f"unknown cluster {c!r}; known: {known}"))
+            bad = True
+        elif only_cluster is None or c == only_cluster:
+            cp = cluster_problems(r, clusters[c])
+            problems += cp
+            bad = bad or bool(cp)
+    return bad

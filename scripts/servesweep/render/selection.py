@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,7 +63,8 @@ class Selection:
         self.cluster = self.clusters[cluster]
         files = sorted((self.root / "recipes").glob("*.yaml"))
         cache = ParseCache(self.root / YAML_CACHE)
-        recipes, problems = load_recipes(files, self.clusters, root=self.root, cache=cache)
+        self.memo = RenderMemo(self.root)  # the writer saves it
+        recipes, problems = load_recipes(files, self.clusters, root=self.root, cache=cache, verdicts=self.memo)
         if problems:
             raise InputError(problems)
         cache.save()
@@ -73,7 +75,6 @@ class Selection:
         self.selected = [r for r in recipes if cluster in r.clusters and (not only or r.name in only)]
         self.points = [Point(r.name, c) for r in self.selected for c in r.concurrency]
         self.searches = CapacitySearches(self)
-        self.memo = RenderMemo(self.root)  # the writer saves it
         self._next_probe: dict[str, int | None] = {}  # recipe -> its capacity search's next probe
 
     @property
@@ -100,7 +101,7 @@ class Selection:
         """Whether the point is known from the render memo (its plan file unchanged since): then
         nothing needs rendering or writing, and its fingerprint, resources and reuse are kept."""
         self._check_point(recipe, conc, rehearsal)
-        path = self.root / plan_file(recipe, conc, rehearsal)
+        path = os.path.join(self.root, plan_file(recipe, conc, rehearsal))  # a str: 3 200 Path joins cost
         e = self.memo.recall(self._memo_key(recipe, rehearsal), conc, path)
         if e is not None:
             self._keep(recipe, conc, rehearsal, e["resources"], e["plan"], e["curve"], e["reuse"])

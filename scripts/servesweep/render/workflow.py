@@ -134,7 +134,7 @@ class Workflow:
         path = sel.root / missing_file(sel.cluster.name, rehearsal)
         missing = [result_file(p.recipe, p.conc, rehearsal) for p in sel.points]
         missing += [] if rehearsal else [capacity_file(r) for r in sel.searches.recipes]
-        missing = [m for m in missing if not (sel.root / m).exists()]
+        missing = [m for m in missing if not os.path.exists(os.path.join(sel.root, m))]
         summary = sel.root / (REHEARSAL_SUMMARY_MD if rehearsal else SUMMARY_MD)
         old = read_json_object(path)
         built_since = summary.exists() and path.exists() and summary.stat().st_mtime >= path.stat().st_mtime
