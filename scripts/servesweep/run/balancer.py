@@ -18,7 +18,9 @@ def config_text(plan: Plan, ctx: Context) -> str:
     affinity = f"    hash $http_{header} consistent;\n" if header else ""
     listen = f"{ctx.addr(me)}:{ctx.port(me, 'http')}"
     return (
-        "daemon off;\nworker_processes 1;\npid nginx.pid;\nerror_log stderr warn;\n"
+        # one process: a master's workers outlive it when it is SIGKILLed (a cancelled Slurm step),
+        # and a worker left behind would keep serving the dead stack's port
+        "daemon off;\nmaster_process off;\nworker_processes 1;\npid nginx.pid;\nerror_log stderr warn;\n"
         "events { worker_connections 4096; }\n"
         "http {\n  access_log off;\n  client_body_temp_path tmp/body;\n  proxy_temp_path tmp/proxy;\n"
         "  fastcgi_temp_path tmp/fastcgi;\n  uwsgi_temp_path tmp/uwsgi;\n  scgi_temp_path tmp/scgi;\n"
