@@ -85,17 +85,10 @@ class RenderMemo:
             self._cluster_digests[cluster.name] = digest(canonical(dataclasses.asdict(cluster)))
         return self._cluster_digests[cluster.name]
 
-    def recall(self, key: str, conc: int, plan_path: str) -> dict | None:
-        """The point's entry if the plan file still holds the text it was made from; else None."""
+    def recall(self, key: str, conc: int, plan_file_bytes: bytes) -> dict | None:
+        """The point's entry if its plan file still holds the text it was made from; else None."""
         entry = (self.kept.get(key) or {}).get(str(conc))
-        if not _entry_ok(entry):
-            return None
-        try:
-            with open(plan_path, "rb") as f:
-                data = f.read()
-        except OSError:
-            return None
-        if text_digest(data) != entry["text"]:
+        if not _entry_ok(entry) or text_digest(plan_file_bytes) != entry["text"]:
             return None
         self.used.setdefault(key, {})[str(conc)] = entry
         return entry

@@ -100,12 +100,21 @@ class Selection:
     def recall(self, recipe: str, conc: int, rehearsal: bool = False) -> bool:
         """Whether the point is known from the render memo (its plan file unchanged since): then
         nothing needs rendering or writing, and its fingerprint, resources and reuse are kept."""
+        return self._recalled(recipe, conc, rehearsal) is not None
+
+    def _recalled(self, recipe: str, conc: int, rehearsal: bool) -> bytes | None:
+        """The point's plan file, when the memo vouches for it (its entry is then kept)."""
         self._check_point(recipe, conc, rehearsal)
-        path = os.path.join(self.root, plan_file(recipe, conc, rehearsal))  # a str: 3 200 Path joins cost
-        e = self.memo.recall(self._memo_key(recipe, rehearsal), conc, path)
-        if e is not None:
-            self._keep(recipe, conc, rehearsal, e["resources"], e["plan"], e["curve"], e["reuse"])
-        return e is not None
+        try:  # a str path: 3 200 Path joins cost
+            with open(os.path.join(self.root, plan_file(recipe, conc, rehearsal)), "rb") as f:
+                data = f.read()
+        except OSError:
+            return None
+        e = self.memo.recall(self._memo_key(recipe, rehearsal), conc, data)
+        if e is None:
+            return None
+        self._keep(recipe, conc, rehearsal, e["resources"], e["plan"], e["curve"], e["reuse"])
+        return data
 
     def _check_point(self, recipe: str, conc: int, rehearsal: bool) -> None:
         r = self.recipes.get(recipe)
@@ -237,11 +246,12 @@ class Selection:
         """A curve's first plan, which the argument check and pre-flight read: from its file when
         the memo vouches for it, else rendered."""
         conc = r.concurrency[0]
-        if self.recall(r.name, conc):
+        data = self._recalled(r.name, conc, False)
+        if data is not None:
             try:
-                text = (self.root / plan_file(r.name, conc)).read_text()
+                text = data.decode()
                 return json.loads(text), text
-            except (OSError, ValueError):
+            except ValueError:  # UnicodeDecodeError included
                 pass
         return self._render(r.name, conc, False)
 

@@ -35,7 +35,7 @@ def allowed(head: bytes) -> str | None:
 async def _relay(reader, writer, upstream: int) -> None:
     try:
         head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), TIMEOUT_S)
-        target = allowed(head) if len(head) <= HEAD_LIMIT else None
+        target = allowed(head)  # no longer than HEAD_LIMIT: the reader's limit raises first
         if target is None:
             writer.write(FORBIDDEN)
             return
