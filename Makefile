@@ -67,7 +67,9 @@ test: system-test
 	$(MAKE) setup
 	$(PROJECT)/bin/pytest -ra
 
-test-fast: $(PROJECT)/.done
+# the dry-run tests need what a dry run checks (engine venv, model, nginx): the same setup as `test`
+test-fast: system-test
+	$(MAKE) setup
 	$(PROJECT)/bin/pytest -ra -m "not integration and not slurm"
 
 lint: $(PROJECT)/.done
