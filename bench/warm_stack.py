@@ -30,7 +30,7 @@ def sweep(tmp: Path, recipe: str, label: str, duration: int, *extra: str) -> tup
     wall = time.perf_counter() - t
     if r.returncode:
         raise SystemExit((r.stdout + r.stderr)[-3000:])
-    logs = [*wf.glob(f"logs/{recipe}/stacks/*/keeper-driver.log"), *wf.glob(f"logs/{recipe}/c*/driver.log")]
+    logs = [*wf.glob("logs/stacks/*/*/keeper-driver.log"), *wf.glob(f"logs/{recipe}/c*/driver.log")]
     starts = sum(len(re.findall(r"\] starting \d+ processes", p.read_text())) for p in logs)
     return wall, starts, len(list(wf.glob(f"results/{recipe}/c*.json")))
 

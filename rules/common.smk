@@ -137,42 +137,42 @@ def rehearsal_plan(wildcards):
     return paths.plan_file(wildcards.recipe, int(wildcards.conc), rehearsal=True)
 
 
-RECIPE_ORDER = {r: i for i, r in enumerate(sorted(SELECTION.recipes))}
-
-
 @wildcards_only
 def point_category(wildcards):
     """A point's category in `snakemake --report`: its recipe's scenario."""
     return SELECTION.scenario_of(wildcards.recipe)
 
 
-def curve_group(prefix):
-    """The group of a point: every stale point of a recipe in one group (merged into one job by
-    the profiles' --group-components), none when the recipe runs one stack per point."""
+def stack_group(prefix):
+    """The group of a point: every stale point on one server identity (of any recipe) in one group,
+    merged into one job by the profiles' --group-components; none when the recipe reuses no stack.
+    """
 
     @wildcards_only
     def group(wildcards):
         if not SELECTION.reuse(wildcards.recipe):
             return None
-        gid = f"{prefix}-{wildcards.recipe}"
+        rehearsal = prefix.startswith("rehearsal")
+        server = SELECTION.stack_group(wildcards.recipe, int(wildcards.conc), rehearsal)
+        gid = f"{prefix}-{server}"
         smk.name_group(
-            workflow, gid, prefix + "-{recipe}"
+            workflow, gid, prefix + "-{server}"
         )  # what --group-components names
         return gid
 
     return group
 
 
-def curve_priority(rehearsal):
-    """A curve's points back to back, in ascending concurrency: its warm stack is never left idle
-    while another curve runs. Snakemake asks once per job it will run, before any starts: that is
-    also how the curve's stack keeper learns how many points to expect."""
+def stack_priority(rehearsal):
+    """A stack's points back to back (its recipes next to each other, each in ascending
+    concurrency): a warm stack is never left idle while another one runs. Snakemake asks once per
+    job it will run, before any starts: that is also how the stack keeper learns how many points
+    to expect."""
 
     @wildcards_only
     def priority(wildcards):
         SELECTION.will_run(wildcards.recipe, int(wildcards.conc), rehearsal)
-        return (
-            10**9 - RECIPE_ORDER.get(wildcards.recipe, 0) * 10**6 - int(wildcards.conc)
-        )
+        rank = SELECTION.run_rank(wildcards.recipe, rehearsal)
+        return 10**9 - rank * 10**6 - int(wildcards.conc)
 
     return priority

@@ -1,6 +1,6 @@
 # One job per point: the driver runs the point's plan and writes its result
-# only if the run is valid. The stale points of a recipe form one group (one
-# Slurm job with --group-components, see the profiles) and share one warm stack.
+# only if the run is valid. The stale points on one server identity (of any recipe) form one
+# group (one Slurm job with --group-components, see the profiles) and share one warm stack.
 # A checkpoint: a capacity search (capacity.smk) asks for its next probe only once the previous
 # ones have results; for every other target it is a plain rule.
 PLAN_RESOURCES = plan_resources()
@@ -19,9 +19,9 @@ checkpoint point:
         ),
     log:
         paths.POINT_LOG,
-    priority: curve_priority(False)
+    priority: stack_priority(False)
     group:
-        curve_group("curve")
+        stack_group("stack")
     conda:
         SW_ENV
     resources:
@@ -40,9 +40,9 @@ rule rehearse_point:
         result=paths.REHEARSAL_RESULT,
     log:
         paths.REHEARSAL_POINT_LOG,
-    priority: curve_priority(True)
+    priority: stack_priority(True)
     group:
-        curve_group("rehearsal-curve")
+        stack_group("rehearsal-stack")
     conda:
         SW_ENV
     resources:

@@ -169,9 +169,17 @@ def stack_logs(wf: Path, result: str) -> Path:
     """The directory with the process logs of the stack a result ran on (a warm stack's own
     directory, or the point's log dir for a stack of its own)."""
     ident = json.loads((wf / result).read_text())["identity"]
-    base = wf / "logs" / ("rehearsal" if ident["rehearsal"] else "") / ident["recipe"]
+    logs = wf / "logs" / ("rehearsal" if ident["rehearsal"] else "")
     sid = ident["stack"]["id"]
-    return base / f"c{ident['point']}" if sid.startswith("solo-") else base / "stacks" / sid
+    if sid.startswith("solo-"):
+        return logs / ident["recipe"] / f"c{ident['point']}"
+    return stack_dir(wf, sid, ident["rehearsal"])
+
+
+def stack_dir(wf: Path, sid: str, rehearsal: bool = False) -> Path:
+    """A warm stack's directory (under its server identity's stacks, ``paths.stacks_dir``)."""
+    (d,) = (wf / "logs" / ("rehearsal" if rehearsal else "") / "stacks").glob(f"*/{sid}")
+    return d
 
 
 def stack_driver_log(logs: Path) -> str:

@@ -10,6 +10,7 @@ import pytest
 
 from servesweep.contract import command_of
 from servesweep.encode import canonical
+from servesweep.render.plantext import CLIENT_KEYS
 
 from helpers import CLUSTERS, ROOT, copy_workflow, plan_of, servesweep
 
@@ -200,7 +201,8 @@ def test_sweep_text_is_the_canonical_plan_and_fingerprints_hash_it():
                 body = {k: v for k, v in plan.items() if k != "fingerprints"}
                 curve = {k: v for k, v in body.items() if k not in ("concurrency", "point")}
                 curve["benchmark"] = {k: v for k, v in body["benchmark"].items() if k != "concurrency"}
-                assert plan["fingerprints"] == {"plan": digest(body), "curve": digest(curve)}
+                server = {k: v for k, v in body.items() if k not in CLIENT_KEYS}
+                assert plan["fingerprints"] == {"plan": digest(body), "curve": digest(curve), "server": digest(server)}
 
 
 def test_plan_command_prints_the_documented_shape():

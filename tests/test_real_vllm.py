@@ -59,5 +59,5 @@ def test_dynamo_vllm_point_behind_the_frontend_and_kv_router(tmp_path):
     kv_ports = {p["ports"]["kv_events"]["port"] for p in workers}
     system_ports = {p["ports"]["system"]["port"] for p in workers}
     assert len(kv_ports) == 2 and len(system_ports) == 2  # each replica its own KV-event and system port
-    log = (wf / "logs/local-agg-2x-dynamo-vllm-cpu/stacks").rglob("frontend.log")
+    log = (wf / "logs/stacks").rglob("frontend.log")
     assert "kv_event_publisher_disabled" not in next(log).read_text()  # the router hears KV events

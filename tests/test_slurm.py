@@ -49,7 +49,16 @@ def swf(cluster, tmp_path_factory):
         ("slurm-curve-long", "[2, 3, 4]", 20),
     ]:
         text = curve.replace("NAME", name).replace("concurrency: [4, 8]", f"concurrency: {conc}")
+        if name == "slurm-curve-b":  # other servers (an engine argument): a stack and a job of its own
+            text = text.replace("4096]", "4000]")
         (wf / "recipes" / f"{name}.yaml").write_text(text.replace("duration_s: 6", f"duration_s: {duration}"))
+    # the servers of slurm-curve, another scenario: its points run on slurm-curve's stack
+    scenario = curve.replace("NAME", "slurm-scenario").replace("concurrency: [4, 8]", "concurrency: [5, 6]")
+    scenario = scenario.replace("name: slurm-sessions", "name: slurm-synthetic").replace(
+        'trace: {path: "{trace_dir}/local-sessions.jsonl", format: mooncake, block_size: 64}',
+        "synthetic: {isl: 200, osl: 20, entries: 50}",
+    )
+    (wf / "recipes" / "slurm-scenario.yaml").write_text(scenario.replace("duration_s: 6", "duration_s: 4"))
     long = (HERE / "recipes" / "slurm-agg-2x.yaml").read_text()
     long = long.replace("name: slurm-agg-2x", "name: slurm-agg-long").replace("duration_s: 6", "duration_s: 600")
     (wf / "recipes" / "slurm-agg-long.yaml").write_text(long.replace("concurrency: [4, 8]", "concurrency: [2, 3]"))
@@ -215,7 +224,7 @@ def _fails_cleanly(swf, target: str, status: str, proc) -> None:
     since = time.time() - 300
     out = _finish(proc)
     assert proc.returncode != 0
-    assert "Error in rule point" in out or "Error in group curve-" in out, out[-3000:]
+    assert "Error in rule point" in out or "Error in group stack-" in out, out[-3000:]
     assert any(word in out for word in status.split("|")), out[-3000:]
     assert not (swf / target).exists()
     assert_no_strays(since, swf, timeout=30)
@@ -234,23 +243,27 @@ def test_time_limit_fails_the_point_cleanly(swf):
     _fails_cleanly(swf, "results/slurm-agg-long/c3.json", "TIMEOUT|DUE TO TIME LIMIT", proc)
 
 
-def test_two_curves_are_two_jobs_each_on_one_stack(swf):
-    targets = [f"results/slurm-curve/c{c}.json" for c in (2, 3, 4)] + [
-        f"results/slurm-curve-b/c{c}.json" for c in (2, 3)
+def test_two_server_identities_are_two_jobs_each_on_one_stack(swf):
+    """slurm-curve and slurm-scenario differ only in the scenario: one job, one engine start, their
+    points back to back on one stack; slurm-curve-b has other servers: a job and stack of its own."""
+    shared = [f"results/slurm-curve/c{c}.json" for c in (2, 3, 4)] + [
+        f"results/slurm-scenario/c{c}.json" for c in (5, 6)
     ]
-    r = sm(swf, *targets)
+    own = [f"results/slurm-curve-b/c{c}.json" for c in (2, 3)]
+    r = sm(swf, *shared, *own)
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-4000:]
-    docs = {t: json.loads((swf / t).read_text())["identity"] for t in targets}
-    for name, n in (("slurm-curve", 3), ("slurm-curve-b", 2)):
-        mine = [d for t, d in docs.items() if f"/{name}/" in t]
+    docs = {t: json.loads((swf / t).read_text())["identity"] for t in shared + own}
+    for group in (shared, own):
+        mine = [docs[t] for t in group]
         assert len({d["job_id"] for d in mine}) == 1 and len({d["stack"]["id"] for d in mine}) == 1, mine
-        assert sorted(d["stack"]["position"] for d in mine) == list(range(1, n + 1))
-    assert len({d["job_id"] for d in docs.values()}) == 2  # one Slurm job per curve
-    assert len(re.findall(r"has been submitted with SLURM jobid", out)) == 2  # two sbatch calls, not five
-    for name in ("slurm-curve", "slurm-curve-b"):  # one engine start each
-        starts = [d for d in (swf / f"logs/{name}/stacks").iterdir() if d.is_dir()]
-        assert len(starts) == 1, starts
+        assert sorted(d["stack"]["position"] for d in mine) == list(range(1, len(group) + 1))
+    assert {docs[t]["scenario"] for t in shared} == {"slurm-sessions", "slurm-synthetic"}
+    assert len({d["job_id"] for d in docs.values()}) == 2  # one Slurm job per server identity
+    assert len(re.findall(r"has been submitted with SLURM jobid", out)) == 2  # two sbatch calls, not seven
+    for t in (shared[0], own[0]):  # one engine start each
+        keeper = stack_logs(swf, t) / "keeper-driver.log"
+        assert len(re.findall(r"\] starting \d+ processes", keeper.read_text())) == 1
 
 
 def test_scancel_mid_curve_keeps_finished_points(swf):

@@ -19,7 +19,7 @@ from servesweep.run.stackdir import (
     keeper_decision,
 )
 
-CURRENT = {"curve": "c1", "invocation": "local:1", "dir": "x", "id": "x"}
+CURRENT = {"server": "c1", "invocation": "local:1", "dir": "x", "id": "x"}
 
 
 def test_states_follow_the_allowed_transitions(tmp_path):
@@ -55,7 +55,7 @@ def test_an_unknown_or_garbage_state_is_never_joined(tmp_path):
         (CURRENT, State.READY, False, "start"),  # its keeper is gone
         (CURRENT, State.STOPPED, True, "start"),  # stopping: never join
         (CURRENT, State.DEAD, True, "fail"),  # the curve's stack died: fail at once
-        ({**CURRENT, "curve": "c2"}, State.READY, True, "start"),  # another server configuration
+        ({**CURRENT, "server": "c2"}, State.READY, True, "start"),  # another server configuration
         ({**CURRENT, "invocation": "local:2"}, State.READY, True, "start"),  # another snakemake
     ],
 )
@@ -114,7 +114,12 @@ def test_the_registry_records_the_current_stack_and_distrusts_a_file_it_did_not_
     cur = Current("s1", tmp_path / "s1", 4242, "inv-1", "abcd")
     reg.record(cur)
     assert reg.current() == cur
-    for text in ("{", "[]", '{"id": "s1"}', '{"id": "s1", "dir": "d", "keeper": "x", "invocation": "i", "curve": "c"}'):
+    for text in (
+        "{",
+        "[]",
+        '{"id": "s1"}',
+        '{"id": "s1", "dir": "d", "keeper": "x", "invocation": "i", "server": "c"}',
+    ):
         (tmp_path / "current.json").write_text(text)
         assert reg.current() is None, text  # a point then starts its own stack
     lock = reg.lock()

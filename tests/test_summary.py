@@ -142,20 +142,49 @@ def test_number_format():
     assert num(17078.4) == "17 078" and num(0.514, 2) == "0.51" and num(None) == "–"
 
 
+def _gpu_row(md: str, stack: str) -> list[str]:
+    section = md.split("## GPU time per stack")[1].split("##")[0]
+    row = next(ln for ln in section.splitlines() if ln.startswith(f"| {stack}"))
+    return [c.strip() for c in row.strip("|").split("|")]
+
+
+def _on_one_stack(points: dict) -> None:
+    """Rewrite results as run on one stack: (recipe, conc) -> (position, start, end, caches_reset)."""
+    for (recipe, conc), (pos, start, end, reset) in points.items():
+        f = Path(f"results/{recipe}/c{conc}.json")
+        doc = json.loads(f.read_text())
+        doc["identity"]["stack"].update(id="stack-shared", position=pos, caches_reset=reset)
+        doc["identity"].update(start_time=f"2026-12-01T00:{start}+00:00", end_time=f"2026-12-01T00:{end}+00:00")
+        f.write_text(json.dumps(doc))
+
+
 def test_gpu_hours_count_each_stack_start_once(fixture_run):
     """Two points on one warm stack pay one startup; one start per point would pay two."""
     root, paths, sel = fixture_run
-    for c in (4, 16):  # fast's two points shared stack-fast (30 s startup, 60 s of benchmark each)
-        doc = json.loads(Path(f"results/fast/c{c}.json").read_text())
-        doc["identity"]["stack"]["position"] = 1 if c == 4 else 2
-        Path(f"results/fast/c{c}.json").write_text(json.dumps(doc))
+    _on_one_stack({("fast", 4): (1, "00:00", "01:00", False), ("fast", 16): (2, "01:30", "02:30", None)})
     build_summary(paths, sel, Path("results/summary.md"))
     md = Path("results/summary.md").read_text()
-    section = md.split("## GPU time")[1].split("##")[0]
-    row = next(ln for ln in section.splitlines() if ln.startswith("| fast"))
-    cells = [c.strip() for c in row.strip("|").split("|")]
-    # 2 GPUs x (30 + 60 + 60) s = 0.083 GPU-h; one start per point: 2 x (30 + 30 + 120) s = 0.1 GPU-h
-    assert cells == ["fast", "2", "1", "2", "0.083", "0.100"], cells
+    # 2 GPUs: startup 30 s, benchmark 2 x 60 s, idle 30 s between the points; one start per point
+    # pays 2 x 30 s of startup
+    cells = _gpu_row(md, "stack-shared")
+    assert cells == ["stack-shared", "fast", "2", "2", "0.017", "0.067", "0.017", "0.100", "0.083", "0.100"], cells
+    assert "cross-scenario reuse" not in md  # one scenario: warm caches are the curve's own
+
+
+def test_a_stack_shared_by_two_scenarios_counts_one_start_and_marks_unreset_caches(fixture_run):
+    """Recipes with the same servers and different scenarios ran on one stack: one startup is spent,
+    one start per recipe would be two; a later point without a cache reset is marked."""
+    root, paths, sel = fixture_run
+    _on_one_stack({("fast", 4): (1, "00:00", "01:00", False), ("other", 8): (2, "01:00", "02:00", None)})
+    build_summary(paths, sel, Path("results/summary.md"))
+    md = Path("results/summary.md").read_text()
+    cells = _gpu_row(md, "stack-shared")
+    assert cells[:3] == ["stack-shared ‡", "fast, other", "2"], cells
+    assert cells[7:] == ["0.083", "0.100", "0.100"], cells  # 2 GPUs x (30 + 120) s; per recipe 2 x 30 s startup
+    assert "‡ cross-scenario reuse without a prefix-cache reset" in md
+    _on_one_stack({("fast", 4): (1, "00:00", "01:00", False), ("other", 8): (2, "01:00", "02:00", True)})
+    build_summary(paths, sel, Path("results/summary.md"))
+    assert "cross-scenario reuse" not in Path("results/summary.md").read_text()  # the caches were reset
 
 
 def test_total_tokens_per_gpu_is_the_headline_and_picks_the_best(fixture_run):

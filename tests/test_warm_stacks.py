@@ -1,4 +1,5 @@
-"""One engine start per curve, locally: the stale points of a recipe share one warm stack."""
+"""One engine start per server identity, locally: the stale points of a recipe, and of every recipe
+with the same servers, share one warm stack."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import psutil
 import pytest
 import yaml
 
-from helpers import BIN, ROOT, copy_workflow, no_processes_left, snakemake, wait_for_text, wait_until
+from helpers import BIN, ROOT, copy_workflow, no_processes_left, snakemake, stack_dir, wait_for_text, wait_until
 from helpers import write_recipe as _write_recipe
 
 pytestmark = pytest.mark.integration
@@ -51,7 +52,7 @@ def test_a_curve_runs_on_one_stack_and_a_deleted_point_on_a_fresh_one(cwf):
     assert s[2]["caches_reset"] is False and s[3]["caches_reset"] is None and s[3]["caches_reset_note"]
     out = r.stdout + r.stderr
     assert out.count("stack: starting stack") == 1 and out.count("stack: joining warm stack") == 2
-    (stack_dir,) = [d for d in (cwf / f"logs/{NAME}/stacks").iterdir() if d.is_dir()]
+    (stack_dir,) = [d for d in (cwf / "logs/stacks").glob("*/*") if d.is_dir()]
     keeper_log = (stack_dir / "keeper-driver.log").read_text()
     assert keeper_log.count("ready: ") >= 1 and "all 3 expected point(s) done" in keeper_log
     assert "teardown:" in keeper_log
@@ -67,7 +68,8 @@ def test_a_curve_runs_on_one_stack_and_a_deleted_point_on_a_fresh_one(cwf):
 
 
 def _keeper_children(wf: Path) -> list[psutil.Process]:
-    cur = json.loads((wf / f"logs/{NAME}/stacks/current.json").read_text())
+    (current,) = (wf / "logs/stacks").glob("*/current.json")
+    cur = json.loads(current.read_text())
     return psutil.Process(cur["keeper"]).children()
 
 
@@ -119,3 +121,33 @@ def test_reuse_off_runs_one_stack_per_point(cwf):
     s = stacks(cwf)
     assert s[2]["id"] != s[3]["id"] and s[2]["position"] == s[3]["position"] == 1
     assert "stack: starting stack" not in r.stdout + r.stderr
+
+
+def test_recipes_that_differ_only_in_the_scenario_share_one_stack(cwf):
+    """A second recipe with the same servers and another scenario: its points run on the curve's
+    stack after the curve's, one engine start in all; the caches its first point meets were warmed
+    by the other scenario, and its result says so."""
+
+    def other_scenario(doc):
+        doc["scenario"]["name"] = "local-synthetic"
+        doc["scenario"]["dataset"] = {"synthetic": {"isl": 64, "osl": 8, "entries": 40}}
+        doc["scenario"].pop("session_header", None)
+
+    _write_recipe(cwf, BASE, "curve-synthetic", conc=(2, 5), duration=4, mutate=other_scenario)
+    with no_processes_left(cwf):
+        r = snakemake(cwf, "results/summary.md", timeout=600)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-4000:]
+    docs = {f: json.loads(f.read_text())["identity"] for f in cwf.glob("results/curve*/c*.json")}
+    assert len(docs) == 5
+    assert len({d["stack"]["id"] for d in docs.values()}) == 1, docs
+    assert out.count("stack: starting stack") == 1 and out.count("stack: joining warm stack") == 4
+    order = sorted(docs.values(), key=lambda d: d["stack"]["position"])
+    assert [(d["recipe"], d["point"]) for d in order] == [
+        ("curve", 2), ("curve", 3), ("curve", 4), ("curve-synthetic", 2), ("curve-synthetic", 5)
+    ]  # fmt: skip
+    assert order[3]["stack"]["caches_reset"] is None and order[3]["stack"]["caches_reset_note"]
+    keeper = (stack_dir(cwf, order[0]["stack"]["id"]) / "keeper-driver.log").read_text()
+    assert len(re.findall(r"\] starting \d+ processes", keeper)) == 1 and "all 5 expected point(s) done" in keeper
+    md = (cwf / "results/summary.md").read_text()
+    assert "curve, curve-synthetic" in md and "‡ cross-scenario reuse without a prefix-cache reset" in md

@@ -54,10 +54,11 @@ def read_curve(path: Path) -> tuple[int, bool]:
     return (max(doc["expected"], 1), doc["searching"]) if doc else (1, False)
 
 
-def curve_file(recipe: str, rehearsal: bool) -> str:
-    """Written by the main snakemake process next to the plans, read by the point drivers:
-    how many points of a curve this run expects ({"expected": n}), a hint for the stack keeper."""
-    return paths.curve_file(recipe, rehearsal)
+def curve_file(server: str, rehearsal: bool) -> str:
+    """Written by the main snakemake process next to the plans, read by the point drivers: how
+    many points this run expects on the stack of one server identity ({"expected": n}, summed over
+    every recipe that has it), a hint for the stack keeper."""
+    return paths.curve_file(server, rehearsal)
 
 
 def plan_source(plan_path: Path, curve_fingerprint: str) -> dict | None:

@@ -47,8 +47,9 @@ def source_file(recipe: str, rehearsal: bool = False) -> str:
     return f"{PLANS}/{_sub(rehearsal)}{recipe}/source.json"
 
 
-def curve_file(recipe: str, rehearsal: bool) -> str:
-    return f"{PLANS}/curves/{'rehearsal-' if rehearsal else ''}{recipe}.json"
+def curve_file(server: str, rehearsal: bool) -> str:
+    """Per server identity (a plan's ``fingerprints.server``): the points its stack should expect."""
+    return f"{PLANS}/curves/{'rehearsal-' if rehearsal else ''}{server}.json"
 
 
 def missing_file(cluster: str, rehearsal: bool) -> str:
@@ -80,9 +81,10 @@ def run_dir(recipe: str, conc: int, rehearsal: bool = False) -> Path:
     return Path(f"logs/{_sub(rehearsal)}{recipe}/c{conc}")
 
 
-def stacks_dir(recipe: str, rehearsal: bool = False) -> Path:
-    """Warm stacks' directories (one per stack: state, keeper, process logs)."""
-    return logs_dir(recipe, rehearsal) / "stacks"
+def stacks_dir(server: str, rehearsal: bool = False) -> Path:
+    """The warm stacks of one server identity (shared by every recipe that has it): one directory
+    per stack (state, keeper, process logs)."""
+    return Path("logs") / _sub(rehearsal) / "stacks" / server
 
 
 def plots_dir(rehearsal: bool = False) -> Path:

@@ -97,6 +97,7 @@ class RenderMemo:
         entry = {
             "plan": plan["fingerprints"]["plan"],
             "curve": plan["fingerprints"]["curve"],
+            "server": plan["fingerprints"]["server"],
             "resources": plan["resources"],
             "reuse": bool(plan["stack"]["reuse"]),
             "text": text_digest(text.encode()),
@@ -117,7 +118,7 @@ class RenderMemo:
 def _entry_ok(entry) -> bool:
     return (
         isinstance(entry, dict)
-        and all(isinstance(entry.get(k), str) for k in ("plan", "curve", "text"))
+        and all(isinstance(entry.get(k), str) for k in ("plan", "curve", "server", "text"))
         and isinstance(entry.get("resources"), dict)
         and isinstance(entry.get("reuse"), bool)
     )

@@ -145,6 +145,7 @@ def render_point(
     plan["fingerprints"] = {
         "plan": digest(texts.body.fill(values)),
         "curve": digest(texts.curve.fill(values)),
+        "server": texts.server,
     }
     values["fingerprints"] = encode(plan["fingerprints"])
     return plan, texts.plan.fill(values)

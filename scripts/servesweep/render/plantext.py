@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..encode import encode, encode_key
+from ..encode import digest, encode, encode_key
 
 POINT_KEYS = ("benchmark", "point", "resources")  # what a point sets on its layout
+# What the client side decides (with POINT_KEYS): left out of a stack's server identity, so points
+# of recipes that differ only here share one stack. The prefix reset is a client action per point.
+CLIENT_KEYS = ("recipe", "recipe_file", "validity", "stack", *POINT_KEYS)
 
 
 @dataclass(frozen=True)
@@ -36,11 +39,13 @@ class Template:
 
 @dataclass(frozen=True)
 class LayoutTexts:
-    """Templates of a layout's plan text, its fingerprinted body and its curve (no concurrency)."""
+    """Templates of a layout's plan text, its fingerprinted body and its curve (no concurrency),
+    and the digest of its server identity (no client-side field at all)."""
 
     plan: Template
     body: Template
     curve: Template
+    server: str
 
     @classmethod
     def of(cls, base: dict) -> LayoutTexts:
@@ -51,4 +56,5 @@ class LayoutTexts:
             Template.of(fixed, {**body, "fingerprints": "fingerprints"}),
             Template.of(fixed, body),
             Template.of(fixed, curve),
+            digest(Template.of({k: v for k, v in fixed.items() if k not in CLIENT_KEYS}, {}).fill({})),
         )

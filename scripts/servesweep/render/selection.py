@@ -23,6 +23,7 @@ from .engine_args import check_engine_args, pending
 from .memo import RenderMemo
 from .plan import layout, render_point
 from .recipe import Recipe, load_recipes
+from .shared_stacks import SharedStacks
 from .topology import PlacementError
 
 YAML_CACHE = ".snakemake/servesweep/recipes-parsed.json"
@@ -76,6 +77,7 @@ class Selection:
         self.points = [Point(r.name, c) for r in self.selected for c in r.concurrency]
         self.searches = CapacitySearches(self)
         self._next_probe: dict[str, int | None] = {}  # recipe -> its capacity search's next probe
+        self.stacks = SharedStacks(self)
 
     @property
     def submits_jobs(self) -> bool:
@@ -93,8 +95,7 @@ class Selection:
         self._check_point(recipe, conc, rehearsal)
         first = None if rehearsal else self._first_render.pop((recipe, conc), None)
         plan, text = first or self._render(recipe, conc, rehearsal)
-        fp = plan["fingerprints"]
-        self._keep(recipe, conc, rehearsal, plan["resources"], fp["plan"], fp["curve"], plan["stack"]["reuse"])
+        self._keep(recipe, conc, rehearsal, plan["resources"], plan["fingerprints"], plan["stack"]["reuse"])
         return plan, text
 
     def recall(self, recipe: str, conc: int, rehearsal: bool = False) -> bool:
@@ -113,7 +114,7 @@ class Selection:
         e = self.memo.recall(self._memo_key(recipe, rehearsal), conc, data)
         if e is None:
             return None
-        self._keep(recipe, conc, rehearsal, e["resources"], e["plan"], e["curve"], e["reuse"])
+        self._keep(recipe, conc, rehearsal, e["resources"], e, e["reuse"])
         return data
 
     def _check_point(self, recipe: str, conc: int, rehearsal: bool) -> None:
@@ -121,10 +122,11 @@ class Selection:
         if r is None or not (conc in r.concurrency if rehearsal else r.has_point(conc)):
             raise InputError([Problem(result_file(recipe, conc), "target", "no such point in any recipe")])
 
-    def _keep(self, recipe: str, conc: int, rehearsal: bool, resources, fingerprint, curve, reuse) -> None:
+    def _keep(self, recipe: str, conc: int, rehearsal: bool, resources, fingerprints: dict, reuse) -> None:
         self._resources[(recipe, conc, rehearsal)] = resources
-        self._fingerprints[(recipe, conc, rehearsal)] = fingerprint
-        self._curves[(recipe, rehearsal)] = curve
+        self._fingerprints[(recipe, conc, rehearsal)] = fingerprints["plan"]
+        self._curves[(recipe, rehearsal)] = fingerprints["curve"]
+        self.stacks.keep(recipe, rehearsal, fingerprints["server"])
         self._reuse[recipe] = reuse and stack_reuse_allowed()
 
     def _memo_key(self, recipe: str, rehearsal: bool) -> str:
@@ -191,23 +193,25 @@ class Selection:
         return f"scenario {self.recipes[recipe].doc['scenario']['name']}"
 
     def resources(self, recipe: str, conc: int) -> dict:
-        """What the point's job asks the cluster for. A curve's stale points run as one Slurm
-        job (a group summing its members' resources): the first carries one startup plus every
-        stale point's time and the plan's nodes and memory; the others add nothing."""
+        """What the point's job asks the cluster for. The stale points of one server identity run
+        as one Slurm job (a group summing its members' resources): the first carries one startup
+        plus every stale point's time and the plan's nodes and memory; the others add nothing."""
         self._known(recipe, conc)
         res = batch_step_tasks(self._resources[(recipe, conc, False)])
-        stale = self.curve_points(recipe) if self._reuse[recipe] else []
-        if not stale or conc not in stale:
+        stale = self.stacks.stale_points(recipe) if self._reuse[recipe] else []
+        if (recipe, conc) not in stale:
             return res
-        if conc != stale[0]:
+        if (recipe, conc) != stale[0]:
             return dict(res, nodes=0, mem_mb=0, cpus_per_task=0, runtime_min=0, tasks=0)
-
-        total = res["startup_s"] + sum(self._resources[(recipe, c, False)]["point_s"] for c in stale)
+        total = res["startup_s"] + sum(self._resources[(r, c, False)]["point_s"] for r, c in stale)
         return dict(res, runtime_min=math.ceil(total / 60))
 
     def reuse(self, recipe: str) -> bool:
         """Whether the recipe's points share a warm stack in this run (recipe and --config)."""
         return self._reuse.get(recipe, stack_reuse_allowed())
+
+    def next_probe(self, recipe: str) -> int | None:
+        return self._next_probe.get(recipe)
 
     def curve_points(self, recipe: str) -> list[int]:
         """The recipe's points this run will execute: those requested (by name, or all through an

@@ -63,6 +63,12 @@ class Workflow:
     def reuse(self, recipe: str) -> bool:
         return self.sel.reuse(recipe)
 
+    def stack_group(self, recipe: str, conc: int, rehearsal: bool) -> str:
+        return self.sel.stacks.server(recipe, rehearsal)
+
+    def run_rank(self, recipe: str, rehearsal: bool) -> int:
+        return self.sel.stacks.rank(recipe, rehearsal)
+
     def scenario_of(self, recipe: str) -> str:
         return self.sel.scenario_of(recipe)
 
@@ -159,12 +165,17 @@ class Workflow:
         self._unwritten_curves.clear()
 
     def _write_curve(self, recipe: str, rehearsal: bool) -> None:
+        """The curve file of the recipe's stack: the points of every recipe on it (same servers)."""
         if not self._running:
             self._unwritten_curves.add((recipe, rehearsal))
             return
-        expected = len(self._will_run.get((recipe, rehearsal), ()))
-        searching = not rehearsal and self._searching.get(recipe, False)
-        write_if_changed(self.sel.root / curve_file(recipe, rehearsal), canonical(curve_doc(expected, searching)))
+        if not self.sel.reuse(recipe):
+            return  # its points start stacks of their own
+        mates = self.sel.stacks.mates(recipe, rehearsal)
+        expected = sum(len(self._will_run.get((m, rehearsal), ())) for m in mates)
+        searching = not rehearsal and any(self._searching.get(m, False) for m in mates)
+        server = self.sel.stacks.server(recipe, rehearsal)
+        write_if_changed(self.sel.root / curve_file(server, rehearsal), canonical(curve_doc(expected, searching)))
 
     def write_selection(self) -> str:
         path = selection_file(self.sel.cluster.name)

@@ -18,6 +18,7 @@ from ..yamlio import checked_json
 from .attribution import attribution_section
 from .capacity import capacity_section, load_capacities
 from .fmt import num
+from .gpu_time import gpu_time_section
 from .plots import plots
 
 # Without repeats a run has no confidence interval: a delta smaller than this share of the
@@ -59,6 +60,7 @@ def flatten(doc: dict, path: str, slo: dict) -> dict:
         "stack_id": i["stack"]["id"],
         "stack_position": i["stack"]["position"],
         "startup_s": i["stack"]["startup_s"],
+        "caches_reset": i["stack"].get("caches_reset"),
         "bench_s": doc["timings_s"].get("bench"),
         "slo_met": verdict["met"],
         "slo_missed": "; ".join(f"{v['slo']} {_g(v['value'])} > {_g(v['limit'])}" for v in miss),
@@ -259,26 +261,6 @@ def _best_section(df: pd.DataFrame) -> list[str]:
     return parts + [table]
 
 
-def gpu_hours(df: pd.DataFrame) -> list[list]:
-    """Per recipe: stacks, GPU-hours spent (each stack's startup once + every point's benchmark) and
-    what one engine start per point would have cost (every point paying its stack's startup)."""
-    rows = []
-    for recipe, rdf in df.groupby("recipe"):
-        gpus = rdf["gpus"].iloc[0]
-        startups = rdf.groupby("stack_id")["startup_s"].first()
-        bench = rdf["bench_s"].fillna(0).sum()
-        spent = gpus * (startups.sum() + bench) / 3600
-        per_point = gpus * (rdf["startup_s"].sum() + bench) / 3600
-        rows.append([recipe, len(rdf), len(startups), gpus, num(spent, 3), num(per_point, 3)])
-    return rows
-
-
-def _gpu_time_section(df: pd.DataFrame) -> list[str]:
-    headers = ["recipe", "points", "stacks", "GPUs", "GPU-h (startup + benchmark)", "GPU-h with one start per point"]
-    table = tabulate(gpu_hours(df), headers, tablefmt="github", disable_numparse=True)
-    return ["", "## GPU time", "", table]
-
-
 def _provenance_section(df: pd.DataFrame) -> list[str]:
     prov = []
     for recipe, rdf in df.groupby("recipe"):
@@ -330,7 +312,7 @@ def build_summary(
         if len(base) and len(df):
             parts += attribution_section(_by_point(df), _by_point(base))
     if len(df):
-        parts += _gpu_time_section(df) + _provenance_section(df)
+        parts += gpu_time_section(df) + _provenance_section(df)
     csv = out_md.with_suffix(".csv")
     write_if_changed(csv, df.to_csv(index=False) if len(df) else "")
     write_if_changed(out_md, "\n".join(parts) + "\n")

@@ -46,7 +46,9 @@ def snakemake_ancestor() -> int | None:
 
 
 def stacks_root(plan: Plan) -> Path:
-    return Path.cwd() / paths.stacks_dir(plan.recipe, plan.rehearsal)
+    """Where the stacks of the plan's server identity live: points of any recipe with the same
+    servers (they differ only in what the client does) join the same stack."""
+    return Path.cwd() / paths.stacks_dir(plan.fingerprints["server"], plan.rehearsal)
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,7 @@ class SharedStack:
         status = StackDir(cur.dir).status() if cur else None
         what = "start"
         if cur and status is not None:
-            what = joinable(cur.to_json(), self.plan.fingerprints["curve"], self.inv.key, status, alive(cur.keeper))
+            what = joinable(cur.to_json(), self.plan.fingerprints["server"], self.inv.key, status, alive(cur.keeper))
         if what == "fail":  # the curve's stack died: its remaining points fail at once
             raise PointFailed(f"the curve's stack {cur.id} died: {status.message}")
         if what == "join":
@@ -105,7 +107,7 @@ class SharedStack:
         return self._start_keeper()
 
     def _start_keeper(self) -> Path:
-        stack_id = f"{self.plan.fingerprints['curve'][:8]}-{int(time.time() * 1000) % 10**10}-{os.getpid()}"
+        stack_id = f"{self.plan.fingerprints['server'][:8]}-{int(time.time() * 1000) % 10**10}-{os.getpid()}"
         d = self.registry.root / stack_id
         d.mkdir(parents=True)
         argv = [sys.executable, "-m", "servesweep", "keep-stack", str(self.plan_path), "--dir", str(d)]
@@ -116,8 +118,9 @@ class SharedStack:
                 argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True, close_fds=True, cwd=Path.cwd(),
             )  # fmt: skip
-        self.registry.record(Current(stack_id, d, keeper.pid, self.inv.key, self.plan.fingerprints["curve"]))
-        self.say(f"stack: starting stack {stack_id} for this curve (keeper pid {keeper.pid}, logs {d})")
+        self.registry.record(Current(stack_id, d, keeper.pid, self.inv.key, self.plan.fingerprints["server"]))
+        server = self.plan.fingerprints["server"]
+        self.say(f"stack: starting stack {stack_id} for server {server} (keeper pid {keeper.pid}, logs {d})")
         return d
 
     def _wait_ready(self) -> StackInfo:
@@ -194,7 +197,7 @@ def expected_points(plan: Plan) -> int:
 def curve_state(plan: Plan) -> tuple[int, bool]:
     """(points expected, whether a capacity search of the curve will ask for more probes): the
     main process learns of each probe only once the previous one has run."""
-    return read_curve(Path.cwd() / curve_file(plan.recipe, plan.rehearsal))
+    return read_curve(Path.cwd() / curve_file(plan.fingerprints["server"], plan.rehearsal))
 
 
 def reset_prefix_caches(plan: Plan, ctx, position: int) -> tuple[bool | None, str]:

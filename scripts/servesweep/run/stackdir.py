@@ -1,7 +1,8 @@
 """The warm-stack protocol in one place: a stack directory's files, its states and the legal
 transitions between them, and the decisions the keeper and the points take from them.
 
-A curve's stacks live under ``logs/<recipe>/stacks/`` (``paths.stacks_dir``): ``current.json`` names
+The stacks of one server identity live under ``logs/stacks/<server>/`` (``paths.stacks_dir``), shared
+by every recipe with those servers: ``current.json`` names
 the stack a new point should join, ``registry.lock`` serializes joining against stopping. In each
 stack's own directory: ``state.json`` (the keeper's), ``served.json`` and ``running.json`` (the
 points'), ``waiting/<pid>`` (points attached and not done), ``turn.lock`` (one benchmark at a time),
@@ -160,14 +161,14 @@ class Current:
     dir: Path
     keeper: int
     invocation: str  # the snakemake run (and its parent) that started it
-    curve: str  # the curve fingerprint of the plans it serves
+    server: str  # the server identity of the plans it serves (fingerprints.server)
 
     def to_json(self) -> dict:
         return {**self.__dict__, "dir": str(self.dir)}
 
 
 class Registry:
-    """A curve's stacks root (``paths.stacks_dir``): its ``current.json`` and ``registry.lock``."""
+    """The stacks root of one server identity (``paths.stacks_dir``): its ``current.json`` and ``registry.lock``."""
 
     def __init__(self, root: Path):
         self.root = root
@@ -181,7 +182,7 @@ class Registry:
         doc = read_json(self.root / "current.json")
         try:
             return Current(
-                str(doc["id"]), Path(doc["dir"]), int(doc["keeper"]), str(doc["invocation"]), str(doc["curve"])
+                str(doc["id"]), Path(doc["dir"]), int(doc["keeper"]), str(doc["invocation"]), str(doc["server"])
             )
         except (KeyError, TypeError, ValueError):
             return None
@@ -190,10 +191,10 @@ class Registry:
         write_json(self.root / "current.json", current.to_json())
 
 
-def joinable(current: dict, curve: str, invocation: str, status: Status, keeper_alive: bool) -> str:
-    """What a new point does with the curve's current stack: ``join``, ``start`` a new one, or
-    ``fail`` (the curve's stack died: its remaining points fail at once)."""
-    if current.get("curve") != curve or current.get("invocation") != invocation:
+def joinable(current: dict, server: str, invocation: str, status: Status, keeper_alive: bool) -> str:
+    """What a new point does with its server identity's current stack: ``join``, ``start`` a new
+    one, or ``fail`` (the stack died: the points that wanted it fail at once)."""
+    if current.get("server") != server or current.get("invocation") != invocation:
         return "start"
     if status.state is State.DEAD:
         return "fail"

@@ -1,0 +1,133 @@
+"""A stack's identity is its server side only: points of recipes that differ only in what the
+client does (scenario, dataset, concurrency, duration, SLO, validity) share one stack, one group
+job and one curve file; anything that changes the servers starts another."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+
+import pytest
+import yaml
+
+from servesweep.paths import curve_file, plan_file
+from servesweep.render.plan import render
+from servesweep.render.recipe import load_recipe
+from servesweep.render.selection import Selection
+from servesweep.render.workflow import Workflow
+
+from helpers import CLUSTERS, ROOT, copy_workflow
+
+BASE = load_recipe(ROOT / "recipes" / "local-agg-2x-mocker.yaml")
+
+
+def _server(mutate, conc: int = 4, rehearsal: bool = False) -> str:
+    doc = copy.deepcopy(BASE.doc)
+    mutate(doc)
+    r = dataclasses.replace(BASE, name=doc["name"], doc=doc)
+    return render(r, CLUSTERS["local"], conc, CLUSTERS["local"] if rehearsal else None)["fingerprints"]["server"]
+
+
+def _set(path: str, value):
+    def mutate(doc):
+        *parents, last = path.split(".")
+        d = doc
+        for p in parents:
+            d = d.setdefault(p, {})
+        d[last] = value
+
+    return mutate
+
+
+CLIENT_SIDE = [
+    _set("name", "another-name"),
+    _set("scenario.name", "another-scenario"),
+    _set("scenario.duration_s", 7),
+    _set("scenario.warmup", {"requests": 9}),
+    _set("scenario.dataset", {"synthetic": {"isl": 4000, "osl": 500}}),
+    _set("slo", {"ttft_p95_s": 9.0}),
+    _set("validity", {"max_error_rate": 0.2}),
+    _set("stack", {"reset_prefix_cache": True}),
+]
+SERVER_SIDE = [
+    lambda d: d["engine"]["args"].extend(["--max-num-seqs", "77"]),
+    _set("topology.aggregated.replicas", 1),
+    _set("frontend.router", {"mode": "round-robin"}),
+    _set("env", {"DYN_LOG": "debug"}),
+]
+
+
+@pytest.mark.parametrize("mutate", CLIENT_SIDE)
+def test_what_the_client_decides_is_not_the_servers_identity(mutate):
+    assert _server(mutate) == _server(lambda d: None)
+
+
+def test_the_concurrency_is_not_the_servers_identity():
+    assert _server(lambda d: None, conc=4) == _server(lambda d: None, conc=16)
+
+
+@pytest.mark.parametrize("mutate", SERVER_SIDE)
+def test_what_changes_the_servers_is_their_identity(mutate):
+    assert _server(mutate) != _server(lambda d: None)
+
+
+def test_a_rehearsal_stack_is_not_the_real_one():
+    assert _server(lambda d: None, rehearsal=True) != _server(lambda d: None)
+
+
+PROD = "gemma4-hgx02-4x-tp2-sglang"
+
+
+def _two_scenarios(tmp_path):
+    """The production recipe and a copy that differs only in its scenario; a third with other servers."""
+    wf = copy_workflow(tmp_path / "wf", recipes=[PROD])
+    doc = yaml.safe_load((wf / "recipes" / f"{PROD}.yaml").read_text())
+    other = dict(copy.deepcopy(doc), name="b-synthetic", concurrency=[8])
+    other["scenario"] = {**other["scenario"], "name": "synthetic", "dataset": {"synthetic": {"isl": 8000, "osl": 1000}}}
+    (wf / "recipes" / "b-synthetic.yaml").write_text(yaml.safe_dump(other, sort_keys=False))
+    third = dict(copy.deepcopy(other), name="c-other-servers")
+    third["engine"] = {**third["engine"], "args": [*third["engine"]["args"], "--max-running-requests", 64]}
+    (wf / "recipes" / "c-other-servers.yaml").write_text(yaml.safe_dump(third, sort_keys=False))
+    return wf
+
+
+def test_recipes_with_one_server_identity_form_one_group_job(tmp_path):
+    """One group (one Slurm job) for both recipes' stale points: its first point asks for one
+    startup plus every point's time, the others for nothing; they run next to each other; the
+    stack's curve file counts the points of both recipes."""
+    wf = _two_scenarios(tmp_path)
+    sel = Selection(wf, "hcm-hgx02")
+    wfl = Workflow(sel)
+    wfl.write_plans()
+    assert sel.stacks.mates(PROD) == sel.stacks.mates("b-synthetic") == ("b-synthetic", PROD)
+    assert sel.stacks.mates("c-other-servers") == ("c-other-servers",)
+    assert wfl.stack_group(PROD, 96, False) == wfl.stack_group("b-synthetic", 8, False)
+    assert wfl.stack_group("c-other-servers", 8, False) != wfl.stack_group(PROD, 96, False)
+    plans = {
+        (r, c): json.loads((wf / plan_file(r, c)).read_text()) for r, c in [(PROD, 96), (PROD, 150), ("b-synthetic", 8)]
+    }
+    res = {k: sel.resources(*k) for k in plans}
+    first = res[("b-synthetic", 8)]
+    want = plans[("b-synthetic", 8)]["resources"]["startup_s"] + sum(p["resources"]["point_s"] for p in plans.values())
+    assert first["runtime_min"] * 60 >= want > (first["runtime_min"] - 1) * 60
+    assert first["nodes"] == 1 and first["mem_mb"] > 0
+    assert all(res[k]["nodes"] == 0 and res[k]["runtime_min"] == 0 for k in plans if k != ("b-synthetic", 8))
+    ranks = sorted(sel.recipes, key=lambda n: wfl.run_rank(n, False))
+    assert ranks == ["b-synthetic", PROD, "c-other-servers"]
+    wfl.start_running()
+    for r, c in plans:
+        wfl.will_run(r, c)
+    server = plans[(PROD, 96)]["fingerprints"]["server"]
+    assert json.loads((wf / curve_file(server, False)).read_text())["expected"] == 3
+
+
+def test_a_recipe_that_reuses_no_stack_is_alone(tmp_path):
+    wf = _two_scenarios(tmp_path)
+    doc = yaml.safe_load((wf / "recipes" / "b-synthetic.yaml").read_text())
+    doc["stack"] = {"reuse": False}
+    (wf / "recipes" / "b-synthetic.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    sel = Selection(wf, "hcm-hgx02")
+    Workflow(sel).write_plans()
+    assert sel.stacks.mates(PROD) == (PROD,) and sel.stacks.mates("b-synthetic") == ("b-synthetic",)
+    assert sel.resources("b-synthetic", 8)["nodes"] == 1
