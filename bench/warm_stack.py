@@ -44,7 +44,7 @@ def _second_scenario(wf: Path, doc: dict, other_servers: bool) -> None:
     other = yaml.safe_load(yaml.safe_dump(doc))
     other["name"] = f"{doc['name']}-synthetic"
     other["scenario"] = {**other["scenario"], "name": "bench-synthetic"}
-    other["scenario"]["dataset"] = {"synthetic": {"isl": 128, "osl": 16, "entries": 200}}
+    other["scenario"]["dataset"] = {"synthetic": {"isl": 200, "osl": 20, "entries": 200}}
     other["scenario"].pop("session_header", None)
     if other_servers:
         other["env"] = {**(other.get("env") or {}), "SERVESWEEP_BENCH_UNUSED": "1"}
