@@ -13,6 +13,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from servesweep.run.result import validate_result
@@ -187,10 +188,10 @@ def test_three_frontends_behind_nginx_across_two_nodes(swf):
         assert f"'{fe}': {{'backend': 1, 'prefill': 1}}" in driver
 
 
-def _run_until_bench(swf, target, *extra, wait_for=None, first=None):
+def _run_until_bench(swf, target, *extra, wait_for=None, first=None, env=None):
     """Start snakemake on `target` (+ extra args) and return once `wait_for` (default: target) benchmarks;
     with `first`, that point's result must exist by then."""
-    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", **(env or {}))
     targets = [first, target] if first else [target]
     proc = subprocess.Popen(
         ["timeout", "-s", "KILL", "400", str(BIN / "snakemake"), "--profile", "profiles/slurm-test", *targets, *extra],
@@ -227,6 +228,43 @@ def _fails_cleanly(swf, target: str, status: str, proc) -> None:
     assert "Error in rule point" in out or "Error in group stack-" in out, out[-3000:]
     assert any(word in out for word in status.split("|")), out[-3000:]
     assert not (swf / target).exists()
+    assert_no_strays(since, swf, timeout=30)
+
+
+def test_a_killed_snakemake_releases_its_allocation(swf):
+    """SIGKILL of the main snakemake leaves its Slurm job running (nothing cancels it): the job's
+    stack keeper sees the heartbeat stop and tears the stack down, the running point fails with
+    that reason, the next point of the group does not start a stack, and the job ends."""
+    long = (swf / "recipes/slurm-agg-long.yaml").read_text()  # a recipe of its own: no other test's logs
+    recipe = swf / "recipes/slurm-agg-orphan.yaml"
+    recipe.write_text(long.replace("name: slurm-agg-long", "name: slurm-agg-orphan"))
+    try:
+        _orphaned_job_ends(swf)
+    finally:
+        recipe.unlink()  # the other tests' dry runs of results/summary.md stay as they were
+
+
+def _orphaned_job_ends(swf) -> None:
+    since = time.time() - 300
+    c2, c3 = "results/slurm-agg-orphan/c2.json", "results/slurm-agg-orphan/c3.json"
+    proc = _run_until_bench(swf, c2, c3, env={"SERVESWEEP_HEARTBEAT_TIMEOUT_S": "15"})
+    ours = [p for p in psutil.Process(proc.pid).children() if "snakemake" in " ".join(p.cmdline())]
+    jobs = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout.split()
+    assert ours and jobs
+    for p in ours:
+        p.kill()
+    _finish(proc)
+
+    def running():
+        return set(subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout.split())
+
+    wait_until(lambda: not running() & set(jobs), 15 + 90, "the job of the killed snakemake to end")
+    reason = json.loads((swf / "logs/slurm-agg-orphan/c2/failure.json").read_text())["reason"]
+    assert "the snakemake that submitted this job is gone" in reason, reason
+    assert not (swf / c2).exists() and not (swf / c3).exists()
+    c3_failure = swf / "logs/slurm-agg-orphan/c3/failure.json"
+    if c3_failure.exists():  # the group's next point, if it got to run, started nothing
+        assert "the snakemake that submitted this job is gone" in json.loads(c3_failure.read_text())["reason"]
     assert_no_strays(since, swf, timeout=30)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import time
 
+from .. import heartbeat
 from ..contract import STACK_REUSE_ENV, curve_doc, curve_file
 from ..encode import canonical
 from ..files import read_json_object, write_if_changed
@@ -160,6 +161,8 @@ class Workflow:
         """Snakemake is about to run jobs (its onstart hook): write every curve noted so far; from now
         on (new probes after a checkpoint) each change is written at once."""
         self._running = True
+        if self.sel.submits_jobs:  # jobs on other nodes stop when this process is gone (heartbeat)
+            heartbeat.start(self.sel.root)
         for recipe, rehearsal in sorted(self._unwritten_curves):
             self._write_curve(recipe, rehearsal)
         self._unwritten_curves.clear()

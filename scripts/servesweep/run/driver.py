@@ -16,6 +16,7 @@ from .. import paths
 from ..contract import PREAMBLE_SCRIPT, Plan, PlanError, load_plan, plan_source, stack_reuse_allowed, without_secrets
 from ..errors import plain_text
 from ..files import private_outputs
+from ..heartbeat import Watch
 from ..preflight import PreflightFailed
 from . import bench, credentials, metrics, prefix, repeats, result, server_export, slots, slurm
 from .curve import Invocation, SharedStack, reset_prefix_caches
@@ -99,6 +100,9 @@ def run_point(plan_path: Path, result_path: Path, log_dir: Path | None = None) -
     cleanup: list = []
     try:
         started_at = now()
+        orphaned = Watch().stale_at_start()
+        if orphaned:
+            raise PointFailed(orphaned)
         stack.attach()
         m = _measure(plan, stack, run_dir, say, cleanup)
         source = plan_source(plan_path, plan.fingerprints["curve"])

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from ..contract import load_plan
+from ..heartbeat import Watch
 from ..preflight import PreflightFailed
 from .credentials import ControlPlaneAuthError
 from .curve import IDLE_TIMEOUT_S, curve_state
@@ -61,6 +62,7 @@ def _watch(stack: Stack, sdir: StackDir, watch: int, expect: int) -> str:
     The decision to stop is taken and published under the registry lock, so no point joins a
     stack that is about to stop (it starts a new one instead)."""
     last_busy = time.monotonic()
+    heartbeat = Watch()  # on a cluster: the main snakemake, which no pid here reaches
     while True:
         stack.check("mid-curve")
         registry = Registry(sdir.path.parent).lock()
@@ -69,7 +71,7 @@ def _watch(stack: Stack, sdir: StackDir, watch: int, expect: int) -> str:
             busy = bool(sdir.waiting())
             last_busy = time.monotonic() if busy else last_busy
             expected, searching = curve_state(stack.plan)
-            reason = keeper_decision(
+            reason = heartbeat.gone() or keeper_decision(
                 busy, sdir.served(), max(expect, expected), searching,
                 time.monotonic() - last_busy, IDLE_TIMEOUT_S, alive(watch),
             )  # fmt: skip
