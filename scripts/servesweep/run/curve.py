@@ -1,7 +1,7 @@
-"""One engine start per curve: the points of a curve that run in one snakemake invocation
-share a warm stack.
+"""One engine start per server identity: the points that run in one snakemake invocation and
+allocation, of every recipe with the same servers (``fingerprints.server``), share a warm stack.
 
-The first point of a curve to run starts a *keeper* (``servesweep keep-stack``), a detached
+The first of them to run starts a *keeper* (``servesweep keep-stack``), a detached
 process that owns the stack: it starts it, watches every process, and tears it down when
 the expected points are done, when it has been idle, or when the snakemake process that
 runs the points is gone (Ctrl-C, SIGKILL, scancel, time limit). Each point attaches, waits
@@ -99,8 +99,8 @@ class SharedStack:
         what = "start"
         if cur and status is not None:
             what = joinable(cur.to_json(), self.plan.fingerprints["server"], self.inv.key, status, alive(cur.keeper))
-        if what == "fail":  # the curve's stack died: its remaining points fail at once
-            raise PointFailed(f"the curve's stack {cur.id} died: {status.message}")
+        if what == "fail":  # the stack died: the points that wanted it fail at once
+            raise PointFailed(f"the stack {cur.id} died: {status.message}")
         if what == "join":
             self.say(f"stack: joining warm stack {cur.id}")
             return cur.dir
