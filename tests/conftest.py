@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
+from servesweep import heartbeat
+
 from helpers import LOCAL_RECIPES, RELIABILITY, copy_workflow
+
+
+@pytest.fixture(autouse=True)
+def _no_heartbeat_left():
+    """A test that starts a main process's heartbeat must not hand its path to later tests' drivers
+    (they would take the main process for gone and refuse to start)."""
+    yield
+    assert not os.environ.get(heartbeat.ENV), f"a test left {heartbeat.ENV} set"
 
 
 @pytest.fixture

@@ -7,10 +7,12 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import os
 
 import pytest
 import yaml
 
+from servesweep import heartbeat
 from servesweep.paths import curve_file, plan_file
 from servesweep.render.plan import render
 from servesweep.render.recipe import load_recipe
@@ -92,7 +94,7 @@ def _two_scenarios(tmp_path):
     return wf
 
 
-def test_recipes_with_one_server_identity_form_one_group_job(tmp_path):
+def test_recipes_with_one_server_identity_form_one_group_job(tmp_path, monkeypatch):
     """One group (one Slurm job) for both recipes' stale points: its first point asks for one
     startup plus every point's time, the others for nothing; they run next to each other; the
     stack's curve file counts the points of both recipes."""
@@ -115,11 +117,16 @@ def test_recipes_with_one_server_identity_form_one_group_job(tmp_path):
     assert all(res[k]["nodes"] == 0 and res[k]["runtime_min"] == 0 for k in plans if k != ("b-synthetic", 8))
     ranks = sorted(sel.recipes, key=lambda n: wfl.run_rank(n, False))
     assert ranks == ["b-synthetic", PROD, "c-other-servers"]
+    monkeypatch.setenv(heartbeat.ENV, "")  # start_running sets it for the jobs: restored after the test
     wfl.start_running()
-    for r, c in plans:
-        wfl.will_run(r, c)
-    server = plans[(PROD, 96)]["fingerprints"]["server"]
-    assert json.loads((wf / curve_file(server, False)).read_text())["expected"] == 3
+    try:
+        assert wfl.beat is not None and os.environ[heartbeat.ENV] == str(wfl.beat.path)
+        for r, c in plans:
+            wfl.will_run(r, c)
+        server = plans[(PROD, 96)]["fingerprints"]["server"]
+        assert json.loads((wf / curve_file(server, False)).read_text())["expected"] == 3
+    finally:
+        wfl.beat.stop()
 
 
 def test_a_recipe_that_reuses_no_stack_is_alone(tmp_path):

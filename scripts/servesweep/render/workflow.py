@@ -40,6 +40,7 @@ class Workflow:
         self._running = False
         self._unwritten_curves: set = set()
         self._written: set = set()  # (recipe, conc, rehearsal) whose plan this run has written
+        self.beat: heartbeat.Beat | None = None
 
     # what the rules read (the selection's answers)
     @property
@@ -161,8 +162,8 @@ class Workflow:
         """Snakemake is about to run jobs (its onstart hook): write every curve noted so far; from now
         on (new probes after a checkpoint) each change is written at once."""
         self._running = True
-        if self.sel.submits_jobs:  # jobs on other nodes stop when this process is gone (heartbeat)
-            heartbeat.start(self.sel.root)
+        if self.sel.submits_jobs and self.beat is None:  # jobs on other nodes stop when this process is gone
+            self.beat = heartbeat.start(self.sel.root)
         for recipe, rehearsal in sorted(self._unwritten_curves):
             self._write_curve(recipe, rehearsal)
         self._unwritten_curves.clear()
