@@ -138,3 +138,23 @@ def test_a_recipe_that_reuses_no_stack_is_alone(tmp_path):
     Workflow(sel).write_plans()
     assert sel.stacks.mates(PROD) == (PROD,) and sel.stacks.mates("b-synthetic") == ("b-synthetic",)
     assert sel.resources("b-synthetic", 8)["nodes"] == 1
+
+
+def test_a_points_client_side_is_checked_apart_from_its_stacks(tmp_path):
+    """A missing trace fails the point that reads it, never the stack that points of other
+    scenarios share; a missing model fails the stack."""
+    from servesweep.contract import Plan
+    from servesweep.preflight import check_plan
+
+    doc = copy.deepcopy(BASE.doc)
+    doc["scenario"]["dataset"]["trace"]["path"] = "recipes/traces/nowhere.jsonl"
+    doc["model"]["path"] = str(tmp_path / "no-model")
+    plan = Plan.from_json(render(dataclasses.replace(BASE, doc=doc), CLUSTERS["local"], 4))
+    result = ROOT / "results" / "x" / "c4.json"
+
+    def fields(sides):
+        return {p.field for p in check_plan(plan, ROOT, result, in_job=True, sides=sides)[0]}
+
+    assert "scenario.dataset.trace.path" in fields(("client",)) and "model.path" not in fields(("client",))
+    assert "model.path" in fields(("server",)) and "scenario.dataset.trace.path" not in fields(("server",))
+    assert {"model.path", "scenario.dataset.trace.path"} <= fields(("client", "server"))

@@ -62,10 +62,11 @@ def _writable(path: Path) -> bool:
     return path.is_dir() and os.access(path, os.W_OK)
 
 
-def _checks(plan: Plan, workdir: Path, result: Path) -> list[tuple[str, str, str, bool]]:
-    """(owner file, field, reason if it fails, ok) for everything the point reads, runs or writes."""
+def _client_checks(plan: Plan, workdir: Path, result: Path) -> list[tuple[str, str, str, bool]]:
+    """What the point's own client reads and writes (aiperf, its dataset and tokenizer cache, the
+    result): checked per point, since points of several recipes share one stack."""
     b, recipe, facts = plan.benchmark, plan.recipe_file, f"cluster {plan.run_cluster}"
-    mounts = [m.replace("{workdir}", str(workdir)) for m in (plan.container or {}).get("mounts", [])]
+    mounts = (plan.container or {}).get("mounts", [])
     out = [(facts, "aiperf", f"aiperf executable {b.aiperf!r} not found", _executable(b.aiperf, workdir))]
     if "path" in b.dataset:
         path, fld = b.dataset["path"], f"scenario.dataset.{b.dataset['kind']}.path"
@@ -73,7 +74,16 @@ def _checks(plan: Plan, workdir: Path, result: Path) -> list[tuple[str, str, str
         out.append((recipe, fld, f"{path} does not exist{side}", (workdir / path).is_file()))
     if b.hf_home:
         out.append((facts, "hf_home", f"{b.hf_home} is not a directory", (workdir / b.hf_home).is_dir()))
-    out += _container_side(recipe, "model.path", plan.model["path"], workdir, mounts, Path.exists)
+    reason = f"{result.parent} is not a writable directory (or a file is in its way)"
+    out.append((recipe, "result", reason, _writable(result.parent)))
+    return out
+
+
+def _server_checks(plan: Plan, workdir: Path) -> list[tuple[str, str, str, bool]]:
+    """What the stack's processes read and run: checked once, before the stack starts."""
+    recipe, facts = plan.recipe_file, f"cluster {plan.run_cluster}"
+    mounts = [m.replace("{workdir}", str(workdir)) for m in (plan.container or {}).get("mounts", [])]
+    out = _container_side(recipe, "model.path", plan.model["path"], workdir, mounts, Path.exists)
     script = (plan.setup or {}).get("post_install")
     if script and not plan.rehearsal:
         out += _container_side(recipe, "setup.post_install", script, workdir, mounts, Path.is_file)
@@ -82,23 +92,24 @@ def _checks(plan: Plan, workdir: Path, result: Path) -> list[tuple[str, str, str
             cmd = p.argv[0]
             if not cmd.startswith("{"):
                 out.append((facts, f"process {p.name}", f"executable {cmd!r} not found", _executable(cmd, workdir)))
-    out.append(
-        (
-            recipe,
-            "result",
-            f"{result.parent} is not a writable directory (or a file is in its way)",
-            _writable(result.parent),
-        )
-    )
     out.append((recipe, "logs", f"{workdir / 'logs'} is not writable", _writable(workdir / "logs")))
     return out
 
 
-def check_plan(plan: Plan, workdir: Path, result: Path, in_job: bool) -> tuple[list[Problem], list[str]]:
-    """(problems, notes about what this host could not check)."""
+SIDES = ("client", "server")
+
+
+def check_plan(
+    plan: Plan, workdir: Path, result: Path, in_job: bool, sides: tuple[str, ...] = SIDES
+) -> tuple[list[Problem], list[str]]:
+    """(problems, notes about what this host could not check); ``sides``: the client's checks
+    (each point's), the server's (the stack's), or both."""
     problems, notes, seen = [], [], set()
     remote = plan.launcher == "slurm" and not in_job
-    for owner, field, reason, ok in _checks(plan, workdir, result):
+    checks = (_client_checks(plan, workdir, result) if "client" in sides else []) + (
+        _server_checks(plan, workdir) if "server" in sides else []
+    )
+    for owner, field, reason, ok in checks:
         if ok or (owner, field) in seen:
             continue
         seen.add((owner, field))
@@ -106,6 +117,6 @@ def check_plan(plan: Plan, workdir: Path, result: Path, in_job: bool) -> tuple[l
             notes.append(f"{owner}: {field}: not visible from this host ({reason}); the job checks it first")
         else:
             problems.append(Problem(owner, field, reason))
-    if plan.container:
+    if plan.container and "server" in sides:
         notes.append("executables inside the image are checked when its container starts")
     return problems, notes

@@ -17,7 +17,7 @@ from ..contract import PREAMBLE_SCRIPT, Plan, PlanError, load_plan, plan_source,
 from ..errors import plain_text
 from ..files import private_outputs
 from ..heartbeat import Watch
-from ..preflight import PreflightFailed
+from ..preflight import PreflightFailed, check_plan
 from . import bench, credentials, metrics, prefix, repeats, result, server_export, slots, slurm
 from .curve import Invocation, SharedStack, reset_prefix_caches
 from .driver_io import Interrupted, Say, now, raise_interrupt
@@ -100,9 +100,7 @@ def run_point(plan_path: Path, result_path: Path, log_dir: Path | None = None) -
     cleanup: list = []
     try:
         started_at = now()
-        orphaned = Watch().stale_at_start()
-        if orphaned:
-            raise PointFailed(orphaned)
+        _before_attach(plan, result_path, say)
         stack.attach()
         m = _measure(plan, stack, run_dir, say, cleanup)
         source = plan_source(plan_path, plan.fingerprints["curve"])
@@ -128,6 +126,19 @@ def run_point(plan_path: Path, result_path: Path, log_dir: Path | None = None) -
         stack.detach()
         for s, h in old.items():
             signal.signal(s, h)
+
+
+def _before_attach(plan: Plan, result_path: Path, say) -> None:
+    """Fail the point, not the stack it would join: a main process that is gone, or a client side
+    (aiperf, dataset, tokenizer cache, result dir) this point cannot use."""
+    orphaned = Watch().stale_at_start()
+    if orphaned:
+        raise PointFailed(orphaned)
+    problems, notes = check_plan(plan, Path.cwd(), result_path, in_job=True, sides=("client",))
+    for note in notes:
+        say(f"pre-flight: {note}")
+    if problems:
+        raise PreflightFailed(problems)
 
 
 def _keep_earlier_attempt(run_dir: Path) -> None:

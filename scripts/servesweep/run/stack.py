@@ -112,8 +112,9 @@ class Stack:
         return LocalSpawner(), ["localhost"] * plan.nodes, ["127.0.0.1"] * plan.nodes, job_id
 
     def _preflight(self, spawner) -> None:
-        """Everything the point needs, checked before the first process starts."""
-        problems, unchecked = check_plan(self.plan, Path.cwd(), self.result_path, in_job=True)
+        """Everything the stack's processes need, checked before the first one starts (each point
+        checks its own client side: run/driver)."""
+        problems, unchecked = check_plan(self.plan, Path.cwd(), self.result_path, in_job=True, sides=("server",))
         for note in unchecked:
             self.say(f"pre-flight: {note}")
         if problems:
