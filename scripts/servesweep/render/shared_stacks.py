@@ -29,9 +29,13 @@ class SharedStacks:
         same server identity, stack reuse on. Alone when it reuses no stack."""
         if not self.sel.reuse(recipe):
             return (recipe,)
+        return self._grouped().get((recipe, rehearsal), (recipe,))
+
+    def _grouped(self) -> dict:
+        """The groups, computed again (with the run order) after a recipe's server became known."""
         if self._groups is None:
             self._groups, self._ranks = self._group(), {}
-        return self._groups.get((recipe, rehearsal), (recipe,))
+        return self._groups
 
     def _group(self) -> dict:
         by_server: dict = {}
@@ -43,8 +47,7 @@ class SharedStacks:
     def rank(self, recipe: str, rehearsal: bool = False) -> int:
         """Run order of recipes: the recipes of one stack next to each other (groups in the order of
         their first recipe's name), so a stack is never left idle while another one runs."""
-        if self._groups is None:
-            self._groups, self._ranks = self._group(), {}
+        self._grouped()
         if rehearsal not in self._ranks:
             order = sorted(self.sel.recipes, key=lambda n: (self._mates_or_self(n, rehearsal)[0], n))
             self._ranks[rehearsal] = {n: i for i, n in enumerate(order)}
