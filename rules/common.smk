@@ -3,6 +3,7 @@
 # only in the main process: a cluster job's nested snakemake runs the plan it
 # was submitted with.
 import os
+import re
 import sys
 
 from snakemake.exceptions import WorkflowError
@@ -10,7 +11,7 @@ from snakemake.exceptions import WorkflowError
 from servesweep import paths
 from servesweep.render import smk
 from servesweep.render import workflow as sw
-from servesweep.render.entry import check_config_or_exit, load_or_exit
+from servesweep.render.entry import check_config_or_exit, linger_override, load_or_exit
 
 wildcards_only = smk.wildcards_only
 
@@ -35,8 +36,17 @@ def run_scope():
 
 
 SELECTION = load_or_exit(
-    workflow.basedir, CLUSTER, ONLY, REHEARSAL, workflow.is_main_process, run_scope
+    workflow.basedir,
+    CLUSTER,
+    ONLY,
+    REHEARSAL,
+    workflow.is_main_process,
+    run_scope,
+    linger_override(config),
 )
+# On a cluster, the recipes whose stack is held (a Slurm job of its own): a capacity search or a
+# linger keeps it; their points run from here as steps of that job (rules/points.smk).
+HELD = SELECTION.held_recipes()
 
 
 envvars:
@@ -118,13 +128,43 @@ def capacity_probes(wildcards):
         )
     known, decision = SELECTION.capacity(wildcards.recipe)
 
+    probe_rule = (
+        checkpoints.held_point if wildcards.recipe in HELD else checkpoints.point
+    )
+
     def probe(conc):
-        return checkpoints.point.get(recipe=wildcards.recipe, conc=conc).output.result
+        return probe_rule.get(recipe=wildcards.recipe, conc=conc).output.result
 
     found = [probe(c) for c in sorted(known)]
     if decision.next is not None:
         probe(decision.next)  # raises until the probe has a result
     return found
+
+
+def held_recipe_pattern():
+    return "|".join(re.escape(name) for name in HELD)
+
+
+def hold_args(wildcards, resources):
+    """The held stack's Slurm request (used only by the point that submits it): the plan's shape and
+    time, with the profile's partition and account."""
+    args = SELECTION.hold_args(wildcards.recipe, int(wildcards.conc))
+    for key in ("slurm_partition", "slurm_account"):
+        value = resources.get(key)
+        if value:
+            args += [f"--{key.removeprefix('slurm_')}", str(value)]
+    return args
+
+
+def point_result():
+    """A point's result, as `snakemake --report` shows it."""
+    return report(
+        paths.RESULT,
+        caption="../report/point.rst",
+        category=point_category,
+        subcategory="{recipe}",
+        labels={"recipe": "{recipe}", "concurrency": "{conc}"},
+    )
 
 
 def rehearsal_plan(wildcards):

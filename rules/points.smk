@@ -10,13 +10,7 @@ checkpoint point:
     input:
         plan=paths.PLAN,  # written before the DAG is built (common.smk)
     output:
-        result=report(
-            paths.RESULT,
-            caption="../report/point.rst",
-            category=point_category,
-            subcategory="{recipe}",
-            labels={"recipe": "{recipe}", "concurrency": "{conc}"},
-        ),
+        result=point_result(),
     log:
         paths.POINT_LOG,
     priority: stack_priority(False)
@@ -29,6 +23,33 @@ checkpoint point:
         point_slots=1,
     shell:
         "servesweep run-point {input.plan:q} {output.result:q} 2>&1 | tee {log:q}"
+
+
+if HELD:
+
+    localrules:
+        held_point,
+
+    ruleorder: held_point > point
+
+    # A point on a held stack (Slurm): it runs here, submits the stack's own job if none is up for
+    # its servers, and runs its driver as a step of that job (servesweep/run/held.py).
+    checkpoint held_point:
+        input:
+            plan=paths.PLAN,
+        output:
+            result=point_result(),
+        log:
+            paths.POINT_LOG,
+        wildcard_constraints:
+            recipe=held_recipe_pattern(),
+        priority: stack_priority(False)
+        conda:
+            SW_ENV
+        params:
+            hold=hold_args,
+        shell:
+            "servesweep run-held-point {input.plan:q} {output.result:q} {params.hold:q} 2>&1 | tee {log:q}"
 
 
 # Rehearsal: the recipe's process layout, ports, env and readiness logic, with

@@ -164,30 +164,29 @@ def test_summary_has_the_capacity_table_and_its_baseline_deltas(tmp_path, monkey
 PROD = "gemma4-livekit-2tp4-dyn-vllm-prod"
 
 
-def _jobs(out: str) -> dict[str, dict[str, str]]:
-    """Dry-run jobs of the production recipe: concurrency -> resources."""
-    jobs = {}
-    for m in re.finditer(rf"wildcards: recipe={PROD}, conc=(\d+)\n(?:[^\n]*\n)*?\s+resources: ([^\n]+)", out):
-        jobs[m.group(1)] = dict(kv.split("=", 1) for kv in m.group(2).split(", "))
-    return jobs
+def test_slurm_dry_run_runs_a_search_on_a_held_stack_sized_for_its_worst_case(tmp_path):
+    """On Slurm the production recipe's search holds its stack (a Slurm job of its own): its points
+    are local steps into it, and the stack's job is sized for one startup, the stale sweep points,
+    the search's worst case of probes and nothing more."""
+    from servesweep.render.entry import load_or_exit
+    from servesweep.search import probes_left_at_most
 
-
-def test_slurm_dry_run_puts_the_first_probe_in_the_curves_job_and_sizes_it_once(tmp_path):
-    """The production recipe's first probe (c32) runs in one Slurm job with the stale sweep points:
-    one member asks for the node and the whole curve's time, the others for nothing more."""
     wf = copy_workflow(tmp_path / "wf", [PROD])
     r = snakemake(wf, "-n", "results/summary.md", "--config", "cluster=hcm-hgx02")
     assert r.returncode == 0, r.stderr[-3000:]
     assert (
         "capacity of gemma4-livekit-2tp4-dyn-vllm-prod (c32..c256, tolerance 8): known none; next probe c32" in r.stderr
     )
-    jobs = _jobs(r.stdout)
-    assert set(jobs) == {"32", "96", "150"}, jobs
-    assert [jobs[c]["nodes"] for c in ("32", "96", "150")] == ["1", "0", "0"]
+    held = set(re.findall(rf"checkpoint held_point:\n(?:[^\n]*\n)*?\s+wildcards: recipe={PROD}, conc=(\d+)", r.stdout))
+    assert held == {"32", "96", "150"}, r.stdout[-3000:]
+    assert "checkpoint point:" not in r.stdout  # no group job for these points
+    flow = load_or_exit(wf, "hcm-hgx02")
+    args = flow.hold_args(PROD, 32)
+    opts = dict(zip(args[::2], args[1::2], strict=False))
     plan = json.loads((wf / f".plans/{PROD}/c32.json").read_text())["resources"]
-    assert int(jobs["32"]["runtime"]) >= (plan["startup_s"] + 3 * plan["point_s"]) / 60
-    # asked for by name, the capacity runs its probe in a job of its own
-    r = snakemake(wf, "-n", f"results/{PROD}/capacity.json", "--config", "cluster=hcm-hgx02")
-    assert r.returncode == 0, r.stderr[-3000:]
-    jobs = _jobs(r.stdout)
-    assert set(jobs) == {"32"} and jobs["32"]["nodes"] == "1", jobs
+    search = flow.searches.bounds(PROD)
+    _known, decision = flow.sel.capacity(PROD)
+    probes = probes_left_at_most(search, decision)
+    floor = plan["startup_s"] + (3 + probes - 1) * plan["point_s"]
+    assert floor / 60 <= int(opts["--time-min"]) <= (floor + 600) / 60, (opts, floor)
+    assert opts["--nodes"] == str(plan["nodes"]) and opts["--gpus-per-node"] == str(plan["gpus_per_node"])

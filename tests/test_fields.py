@@ -24,6 +24,7 @@ DESCRIPTIVE = {
     "clusters": "which clusters a recipe may run on: selects plans, is not one",
     "concurrency": "which points exist (targets), each plan holds its own",
     "capacity.": "the capacity search: which probes exist and when it stops (report/capacity)",
+    "stack.linger_s": "how long a stack stays up after a run's last point (the curve file): not what it measures",
     "slo.": "the summary's verdicts and the capacity search's pass/fail: results are kept, SLOs re-judged",
     "cluster:name": "the cluster's identity (profile/--config cluster=)",
     "cluster:description": "words only",

@@ -87,6 +87,9 @@ def test_the_main_process_beats_into_its_own_file(tmp_path, monkeypatch):
         while time.monotonic() < deadline and path.read_text() == first:
             time.sleep(0.2)
         assert path.read_text() != first and heartbeat.Watch().stale_at_start() is None
+        watch = heartbeat.Watch()
+        assert watch.gone() is None
     finally:
         beat.stop()
-    assert not path.exists()  # a process that ends removes its beat: its jobs stop
+    # a process that ends says so in its last beat: its jobs stop at once, not a timeout later
+    assert "has exited" in watch.gone() and "has exited" in heartbeat.Watch().stale_at_start()

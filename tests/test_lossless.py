@@ -22,11 +22,11 @@ def test_new_attempt_moves_the_earlier_one_aside(tmp_path):
     run_dir = tmp_path / "logs/r/c4"
     run_dir.mkdir(parents=True)
     (run_dir / "result.unsaved.json").write_text("{}")
-    driver._keep_earlier_attempt(run_dir)
+    driver.keep_earlier_attempt(run_dir)
     assert not run_dir.exists() and (tmp_path / "logs/r/c4.attempt-1/result.unsaved.json").exists()
     run_dir.mkdir()
     (run_dir / "failure.json").write_text("{}")
-    driver._keep_earlier_attempt(run_dir)
+    driver.keep_earlier_attempt(run_dir)
     assert (tmp_path / "logs/r/c4.attempt-2/failure.json").exists()
     assert (tmp_path / "logs/r/c4.attempt-1/result.unsaved.json").exists()
 
@@ -34,7 +34,7 @@ def test_new_attempt_moves_the_earlier_one_aside(tmp_path):
 def test_empty_earlier_attempt_leaves_nothing_behind(tmp_path):
     run_dir = tmp_path / "c2"
     run_dir.mkdir()
-    driver._keep_earlier_attempt(run_dir)
+    driver.keep_earlier_attempt(run_dir)
     assert list(tmp_path.iterdir()) == []
 
 

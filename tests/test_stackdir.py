@@ -57,6 +57,9 @@ def test_an_unknown_or_garbage_state_is_never_joined(tmp_path):
         (CURRENT, State.DEAD, True, "fail"),  # the curve's stack died: fail at once
         ({**CURRENT, "server": "c2"}, State.READY, True, "start"),  # another server configuration
         ({**CURRENT, "invocation": "local:2"}, State.READY, True, "start"),  # another snakemake
+        ({**CURRENT, "invocation": "local:2", "linger_s": 60}, State.READY, True, "join"),  # it lingers
+        ({**CURRENT, "invocation": "local:2", "linger_s": 60}, State.STARTING, True, "start"),
+        ({**CURRENT, "invocation": "local:2", "linger_s": 60}, State.READY, False, "start"),
     ],
 )
 def test_a_point_joins_starts_or_fails(current, state, keeper_alive, expected):
@@ -91,19 +94,41 @@ def test_a_second_keeper_is_refused(tmp_path):
     StackDir(tmp_path).claim_keeper().close()  # free again once the first is gone
 
 
+GONE = "the snakemake process running the points is gone"
+
+
 @pytest.mark.parametrize(
     "args,reason",
     [
-        ((True, 0, 3, False, 0, 90, True), None),  # a point is waiting
-        ((True, 3, 3, False, 500, 90, False), "the snakemake process running the points is gone"),
-        ((False, 3, 3, False, 0, 90, True), "all 3 expected point(s) done"),
-        ((False, 3, 3, True, 0, 90, True), None),  # a capacity search may still ask for a probe
-        ((False, 1, 3, False, 91, 90, True), "idle for 90 s after 1 point(s)"),
-        ((False, 1, 3, False, 10, 90, True), None),
+        ((True, 0, 3, False, (0, 90, 0), None), None),  # a point is waiting
+        ((True, 3, 3, False, (500, 90, 0), GONE), GONE),
+        ((False, 3, 3, False, (0, 90, 0), None), "all 3 expected point(s) done"),
+        ((False, 3, 3, True, (0, 90, 0), None), None),  # a capacity search may still ask for a probe
+        ((False, 1, 3, False, (91, 90, 0), None), "idle for 90 s after 1 point(s)"),
+        ((False, 1, 3, False, (10, 90, 0), None), None),
+        # linger: up after the last point, also once its snakemake has ended, until the linger is over
+        ((False, 3, 3, False, (30, 90, 60), None), None),
+        ((False, 3, 3, False, (30, 90, 60), GONE), None),
+        ((False, 3, 3, False, (61, 90, 60), GONE), "all 3 expected point(s) done, then lingered 60 s"),
+        ((False, 3, 3, False, (61, 90, 60), None), "all 3 expected point(s) done, then lingered 60 s"),
+        ((False, 1, 3, False, (5, 90, 60), GONE), GONE),  # not done: a gone snakemake still ends it
     ],
 )
 def test_the_keeper_stops_only_for_a_reason(args, reason):
     assert keeper_decision(*args) == reason
+
+
+def test_a_follow_up_run_adopts_a_lingering_stack_and_counts_from_there(tmp_path):
+    d = StackDir(tmp_path)
+    d.start_turn(2, 1.0)
+    d.finish_turn()
+    assert d.owner() == {}
+    d.adopt("host:2", 0, "/hb/2")
+    assert d.owner() == {"invocation": "host:2", "watch": 0, "heartbeat": "/hb/2", "served_base": 1}
+    d.start_turn(4, 2.0)
+    d.finish_turn()
+    d.adopt("host:2", 0, "/hb/2")  # its next point: the base stays
+    assert d.owner()["served_base"] == 1
 
 
 def test_the_registry_records_the_current_stack_and_distrusts_a_file_it_did_not_write(tmp_path):

@@ -151,3 +151,37 @@ def test_recipes_that_differ_only_in_the_scenario_share_one_stack(cwf):
     assert len(re.findall(r"\] starting \d+ processes", keeper)) == 1 and "all 5 expected point(s) done" in keeper
     md = (cwf / "results/summary.md").read_text()
     assert "curve, curve-synthetic" in md and "‡ cross-scenario reuse without a prefix-cache reset" in md
+
+
+def _keeper_of(wf: Path, sid: str) -> int:
+    return json.loads((stack_dir(wf, sid) / "state.json").read_text())["keeper"]
+
+
+def test_a_lingering_stack_is_joined_by_the_next_run_and_ends_after_its_linger(cwf):
+    """--config linger_s keeps the stack after the run's last point: the next snakemake's point joins
+    it (no engine start), and it stops once it has been idle for the linger."""
+    with no_processes_left(cwf):
+        first = snakemake(cwf, f"results/{NAME}/c2.json", "--config", "linger_s=20")
+        assert first.returncode == 0, (first.stdout + first.stderr)[-4000:]
+        sid = stacks(cwf)[2]["id"]
+        keeper = _keeper_of(cwf, sid)
+        assert psutil.pid_exists(keeper)  # the run is over; its stack lingers
+        second = snakemake(cwf, f"results/{NAME}/c3.json", "--config", "linger_s=20")
+        assert second.returncode == 0, (second.stdout + second.stderr)[-4000:]
+        out = second.stdout + second.stderr
+        assert "stack: starting stack" not in out and "stack: joining warm stack" in out
+        s = stacks(cwf)
+        assert s[3]["id"] == sid and s[3]["position"] == 2
+        wait_until(lambda: not psutil.pid_exists(keeper), 20 + 30, "the lingering keeper to stop")
+    log = (stack_dir(cwf, sid) / "keeper-driver.log").read_text()
+    assert len(re.findall(r"\] starting \d+ processes", log)) == 1
+    assert "all 1 expected point(s) done, then lingered 20 s" in log, log
+
+
+def test_without_a_linger_the_next_run_starts_its_own_stack(cwf):
+    with no_processes_left(cwf):
+        first = snakemake(cwf, f"results/{NAME}/c2.json")
+        second = snakemake(cwf, f"results/{NAME}/c3.json")
+    assert first.returncode == 0 and second.returncode == 0, (second.stdout + second.stderr)[-4000:]
+    s = stacks(cwf)
+    assert s[2]["id"] != s[3]["id"] and s[3]["position"] == 1

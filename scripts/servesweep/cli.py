@@ -75,7 +75,18 @@ def cmd_plan(a) -> int:
 def cmd_run_point(a) -> int:
     from .run.driver import run_point
 
-    return run_point(Path(a.plan), Path(a.result), log_dir=Path(a.log_dir) if a.log_dir else None)
+    join = Path(a.join) if a.join else None
+    return run_point(Path(a.plan), Path(a.result), log_dir=Path(a.log_dir) if a.log_dir else None, join=join)
+
+
+def cmd_run_held_point(a) -> int:
+    from .run.held import HoldRequest, run_held_point
+
+    request = HoldRequest(
+        a.nodes, a.tasks, a.gpus_per_node, a.exclusive, a.cpus_per_task, a.mem_mb, a.time_min,
+        a.partition or None, a.account or None,
+    )  # fmt: skip
+    return run_held_point(Path(a.plan), Path(a.result), request)
 
 
 def cmd_keep_stack(a) -> int:
@@ -117,6 +128,24 @@ def cmd_demo(a) -> int:
     return run_demo(str(Path(sys.executable).with_name("snakemake")))
 
 
+def _add_run_parsers(sub) -> None:
+    r = sub.add_parser("run-point", help="run one point from its plan and write its result")
+    r.add_argument("plan")
+    r.add_argument("result")
+    r.add_argument("--log-dir")
+    r.add_argument("--join", help="(internal) the held stack this point joins, as a step of its job")
+    r.set_defaults(func=cmd_run_point)
+    h = sub.add_parser("run-held-point", help="run one point on its server identity's held stack (Slurm)")
+    h.add_argument("plan")
+    h.add_argument("result")
+    for name in ("nodes", "tasks", "gpus-per-node", "cpus-per-task", "mem-mb", "time-min"):
+        h.add_argument(f"--{name}", type=int, required=True)
+    h.add_argument("--exclusive", action="store_true")
+    h.add_argument("--partition", default="")
+    h.add_argument("--account", default="")
+    h.set_defaults(func=cmd_run_held_point)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="servesweep", description="LLM-serving benchmark sweeps")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -130,11 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--conc", type=int)
     p.add_argument("--rehearsal", action="store_true", help="engines replaced by the mocker, run locally")
     p.set_defaults(func=cmd_plan)
-    r = sub.add_parser("run-point", help="run one point from its plan and write its result")
-    r.add_argument("plan")
-    r.add_argument("result")
-    r.add_argument("--log-dir")
-    r.set_defaults(func=cmd_run_point)
+    _add_run_parsers(sub)
     k = sub.add_parser("keep-stack", help="(internal) own one curve's warm stack for the points that join it")
     k.add_argument("plan")
     k.add_argument("--dir", required=True)

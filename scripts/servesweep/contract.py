@@ -14,6 +14,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from . import paths
 from .yamlio import checked_json, schema_errors
@@ -43,15 +44,25 @@ def stack_reuse_allowed() -> bool:
 # curve_doc / read_curve) and one env knob (STACK_REUSE_ENV). Nothing else crosses from render to run.
 
 
-def curve_doc(expected: int, searching: bool) -> dict:
-    return {"expected": expected, "searching": searching}
+class CurveHint(NamedTuple):
+    """What the main process tells a stack's keeper through the curve file."""
+
+    expected: int  # points this run expects on the stack
+    searching: bool  # a capacity search may still ask for more probes
+    linger_s: float  # how long the stack stays up after its last point (a follow-up run attaches)
 
 
-def read_curve(path: Path) -> tuple[int, bool]:
-    """(points expected, whether a capacity search may ask for more); an unreadable file counts as
-    one point and no search, which the keeper's idle timeout makes safe."""
+def curve_doc(expected: int, searching: bool, linger_s: float = 0) -> dict:
+    return {"expected": expected, "searching": searching, "linger_s": linger_s}
+
+
+def read_curve(path: Path) -> CurveHint:
+    """An unreadable file counts as one point, no search and no linger, which the keeper's idle
+    timeout makes safe."""
     doc, _why = checked_json(path, "curve.schema.yaml")
-    return (max(doc["expected"], 1), doc["searching"]) if doc else (1, False)
+    if not doc:
+        return CurveHint(1, False, 0.0)
+    return CurveHint(max(doc["expected"], 1), doc["searching"], float(doc.get("linger_s", 0)))
 
 
 def curve_file(server: str, rehearsal: bool) -> str:

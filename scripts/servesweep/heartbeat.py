@@ -25,6 +25,8 @@ TIMEOUT_ENV = "SERVESWEEP_HEARTBEAT_TIMEOUT_S"
 INTERVAL_S = 5.0
 DEFAULT_TIMEOUT_S = 120.0
 DIR = ".snakemake/servesweep/heartbeats"
+ENDED = "ended"  # the last beat of a main process that exited
+KEEP_ENDED_S = 86400  # ended beats older than this are removed when the next main process starts
 
 
 class Beat:
@@ -51,8 +53,12 @@ class Beat:
             self._beat(n)
 
     def stop(self) -> None:
+        """At exit (also Ctrl-C): the last beat says so, so the jobs stop at once, not a timeout later."""
         self._stop.set()
-        self.path.unlink(missing_ok=True)
+        try:
+            write_if_changed(self.path, f"{ENDED} {time.time():.3f}\n")
+        except OSError:
+            pass
 
 
 def start(root: Path) -> Beat:
@@ -60,6 +66,12 @@ def start(root: Path) -> Beat:
     inherit the file's path through the environment."""
     beat = Beat(root)
     os.environ[ENV] = str(beat.path)
+    for old in beat.path.parent.iterdir():
+        try:
+            if old.read_text().startswith(ENDED) and time.time() - old.stat().st_mtime > KEEP_ENDED_S:
+                old.unlink()
+        except OSError:
+            continue
     return beat
 
 
@@ -91,6 +103,8 @@ class Watch:
         if self.path is None:
             return None
         now, beat = time.monotonic(), self._read()
+        if beat and beat.startswith(ENDED.encode()):
+            return f"the snakemake that submitted this job has exited (its last heartbeat in {self.path})"
         if beat != self._last:
             self._last, self._changed_at = beat, now
             return None
@@ -110,6 +124,8 @@ class Watch:
             age = time.time() - float(beat.split()[1]) if beat else None
         except (IndexError, ValueError):
             age = None
+        if beat and beat.startswith(ENDED.encode()):
+            return f"the snakemake that submitted this job has exited (its last heartbeat in {self.path})"
         if age is None or age > self.timeout:
             return f"the snakemake that submitted this job is gone (heartbeat {self.path} missing or stale)"
         return None

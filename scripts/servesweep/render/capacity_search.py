@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..search import Bounds, Decision, decide, describe, probe_met
+from ..search import Bounds, Decision, decide, describe, probe_met, probes_left_at_most
 
 
 class CapacitySearches:
@@ -50,6 +50,11 @@ class CapacitySearches:
             if doc and doc["identity"].get("plan_fingerprint") == self.sel.fingerprint(recipe, conc):
                 out[conc] = probe_met(doc, slo)
         return out
+
+    def probes_left(self, recipe: str) -> int:
+        """The worst case of the probes still to run, the next one included."""
+        bounds = self.bounds(recipe)
+        return probes_left_at_most(bounds, decide(bounds, self.known(recipe)))
 
     def decision(self, recipe: str) -> tuple[dict[int, bool], Decision]:
         """(known probes, the search state), said once on stderr."""

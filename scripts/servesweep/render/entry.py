@@ -15,7 +15,8 @@ from ..errors import InputError, Problem
 from ..files import private_outputs
 from ..paths import plan_file, selection_file
 from . import why
-from .selection import Selection, batch_step_tasks
+from .selection import Selection
+from .shared_stacks import batch_step_tasks
 from .workflow import Workflow
 
 
@@ -36,6 +37,8 @@ class RuleView(Protocol):
     def reuse(self, recipe: str) -> bool: ...
     def stack_group(self, recipe: str, conc: int, rehearsal: bool) -> str: ...
     def run_rank(self, recipe: str, rehearsal: bool) -> int: ...
+    def held_recipes(self) -> list[str]: ...
+    def hold_args(self, recipe: str, conc: int) -> list[str]: ...
     def scenario_of(self, recipe: str) -> str: ...
     def capacity(self, recipe: str, asked: bool = True) -> tuple: ...
     def will_run(self, recipe: str, conc: int, rehearsal: bool = False) -> None: ...
@@ -71,6 +74,12 @@ class SubmittedPlans:
     def run_rank(self, recipe: str, rehearsal: bool) -> int:
         return 0  # the job's points run in the order the main process put in the job
 
+    def held_recipes(self) -> list[str]:
+        return []  # a held stack's points run from the main process, never in a job's snakemake
+
+    def hold_args(self, recipe: str, conc: int) -> list[str]:
+        raise AssertionError("a cluster job's snakemake runs no point on a held stack")
+
     def scenario_of(self, recipe: str) -> str:
         return "points"  # only `snakemake --report` (a main process) asks
 
@@ -95,7 +104,13 @@ CONFIG_KEYS = {
     "stack_reuse": "0: one stack per point for this run",
     "partial": "1: summarise the results that exist",
     "baseline": "a results directory to compare with",
+    "linger_s": "seconds every stack of this run stays up after its last point (a follow-up run attaches)",
 }
+
+
+def linger_override(config: dict) -> float | None:
+    """--config linger_s, checked by check_config_or_exit."""
+    return float(config["linger_s"]) if "linger_s" in config else None
 
 
 def _say_parsers(sel) -> None:
@@ -117,6 +132,14 @@ def check_config_or_exit(config: dict) -> None:
             hint = difflib.get_close_matches(key, list(CONFIG_KEYS), n=1, cutoff=0.6)
             known = f"did you mean {hint[0]!r}?" if hint else "known: " + ", ".join(sorted(CONFIG_KEYS))
             problems.append(Problem("--config", key, f"unknown key {key!r} ({known})"))
+    if "linger_s" in config:
+        try:
+            ok = 0 <= float(config["linger_s"]) <= 86400
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            reason = f"{config['linger_s']!r} is not a number of seconds in 0..86400"
+            problems.append(Problem("--config", "linger_s", reason))
     if problems:
         print(InputError(problems).report(), file=sys.stderr)
         raise SystemExit(2)
@@ -129,6 +152,7 @@ def load_or_exit(
     rehearsal: bool = False,
     main_process: bool = True,
     scope=None,
+    linger_s: float | None = None,
 ) -> RuleView:
     """For the Snakefile: validate, write the plans; a clean report and exit 2 instead of a traceback.
     In a job's nested snakemake, only read what the main process wrote."""
@@ -138,6 +162,7 @@ def load_or_exit(
     try:
         sel = Selection(root, cluster, only)
         sel.scope = scope or sel.scope
+        sel.linger_override = linger_s
         flow = Workflow(sel)
         flow.write_plans()
         if sel.preflight_problems:

@@ -187,6 +187,9 @@ def _engine_problems(recipe: Recipe) -> list[Problem]:
     if (doc.get("stack") or {}).get("reset_prefix_cache") and not kind.prefix_reset:
         reason = f"{kind.name} offers no prefix-cache reset, so this does nothing"
         out.append(Problem(label, "stack.reset_prefix_cache", reason))
+    stack = doc.get("stack") or {}
+    if stack.get("linger_s") and stack.get("reuse") is False:
+        out.append(Problem(label, "stack.linger_s", "with stack.reuse false no stack outlives its point"))
     out += preamble.pin_problems(doc, label) + kvstore.problems(doc, label)
     topo = doc["topology"]
     for r in recipe.roles():

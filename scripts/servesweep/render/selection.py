@@ -23,7 +23,7 @@ from .engine_args import check_engine_args, pending
 from .memo import RenderMemo
 from .plan import layout, render_point
 from .recipe import Recipe, load_recipes
-from .shared_stacks import SharedStacks
+from .shared_stacks import SharedStacks, batch_step_tasks
 from .topology import PlacementError
 
 YAML_CACHE = ".snakemake/servesweep/recipes-parsed.json"
@@ -78,6 +78,17 @@ class Selection:
         self.searches = CapacitySearches(self)
         self._next_probe: dict[str, int | None] = {}  # recipe -> its capacity search's next probe
         self.stacks = SharedStacks(self)
+        self.linger_override: float | None = None  # --config linger_s
+
+    def linger_s(self, recipe: str) -> float:
+        """How long the recipe's stack stays up after its last point (stack.linger_s, --config linger_s)."""
+        if self.linger_override is not None:
+            return self.linger_override
+        return float((self.recipes[recipe].doc.get("stack") or {}).get("linger_s", 0))
+
+    def plan_resources(self, recipe: str, conc: int) -> dict:
+        self._known(recipe, conc)
+        return self._resources[(recipe, conc, False)]
 
     @property
     def submits_jobs(self) -> bool:
@@ -301,11 +312,3 @@ class Selection:
             # reporting settings: an edit reruns the summary, never a point
             "slo": {r.name: r.doc.get("slo") or {} for r in self.selected},
         }
-
-
-def batch_step_tasks(res: dict) -> dict:
-    """Task geometry for running the driver in the job's batch step (the rule's ``mpi`` resource):
-    the Slurm plugin wants more than one task for such a job and at least one per node; the plan's
-    CPUs are split over them so the job asks for no more CPUs than one task would."""
-    tasks = max(2, res["nodes"])
-    return dict(res, tasks=tasks, cpus_per_task=math.ceil(res["cpus_per_task"] / tasks))

@@ -1,9 +1,15 @@
 """Which points share a warm stack: those of every recipe with the same server identity (a plan's
 ``fingerprints.server``: everything that makes the servers what they are, nothing the client
 decides) whose stacks may be reused. They form one group (one Slurm job), run back to back, and the
-group's first point carries the job's time for all of them."""
+group's first point carries the job's time for all of them. On Slurm, a stack that a capacity search
+or a linger keeps is *held* instead: a Slurm job of its own that its points reach as job steps
+(``run/held``), sized here."""
 
 from __future__ import annotations
+
+import math
+
+HOLD_MARGIN_S = 300  # the held job's time limit over its estimate: teardown, re-evaluation between points
 
 
 class SharedStacks:
@@ -64,3 +70,37 @@ class SharedStacks:
         if key not in self._stale:
             self._stale[key] = [(m, c) for m in mates for c in self.sel.curve_points(m)]
         return self._stale[key]
+
+    def linger_s(self, recipe: str, rehearsal: bool = False) -> float:
+        """The stack's linger: the longest any recipe on it asks for."""
+        return max(self.sel.linger_s(m) for m in self.mates(recipe, rehearsal))
+
+    def held(self, recipe: str) -> bool:
+        """On a cluster, whether the recipe's stack is held (its own Slurm job): a capacity search
+        (each probe is decided after the previous one's job would have ended) or a linger keeps it."""
+        if not self.sel.submits_jobs or not self.sel.reuse(recipe):
+            return False
+        return any(m in self.sel.searches.recipes or self.sel.linger_s(m) > 0 for m in self.mates(recipe))
+
+    def hold_args(self, recipe: str, conc: int) -> list[str]:
+        """``servesweep run-held-point`` options: the plan's shape, and a time limit covering one
+        startup, every stale point on the stack, the worst case of its searches and its linger."""
+        res = batch_step_tasks(self.sel.plan_resources(recipe, conc))
+        stale = self.stale_points(recipe) or [(recipe, conc)]
+        total = res["startup_s"] + sum(self.sel.plan_resources(r, c)["point_s"] for r, c in stale)
+        for m in self.mates(recipe):
+            if m in self.sel.searches.recipes:
+                total += max(self.sel.searches.probes_left(m) - 1, 0) * res["point_s"]
+        total += self.linger_s(recipe) + HOLD_MARGIN_S
+        out = ["--nodes", res["nodes"], "--tasks", res["tasks"], "--gpus-per-node", res["gpus_per_node"]]
+        out += ["--cpus-per-task", res["cpus_per_task"], "--mem-mb", res["mem_mb"]]
+        out += ["--time-min", math.ceil(total / 60)] + (["--exclusive"] if res["exclusive"] else [])
+        return [str(x) for x in out]
+
+
+def batch_step_tasks(res: dict) -> dict:
+    """Task geometry for running the driver in the job's batch step (the rule's ``mpi`` resource):
+    the Slurm plugin wants more than one task for such a job and at least one per node; the plan's
+    CPUs are split over them so the job asks for no more CPUs than one task would."""
+    tasks = max(2, res["nodes"])
+    return dict(res, tasks=tasks, cpus_per_task=math.ceil(res["cpus_per_task"] / tasks))

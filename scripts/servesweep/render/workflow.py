@@ -71,6 +71,14 @@ class Workflow:
     def run_rank(self, recipe: str, rehearsal: bool) -> int:
         return self.sel.stacks.rank(recipe, rehearsal)
 
+    def held_recipes(self) -> list[str]:
+        """The selected recipes whose points run on a held stack (its own Slurm job): known once the
+        plans are written (the server identities group them)."""
+        return [r.name for r in self.sel.selected if self.sel.stacks.held(r.name)]
+
+    def hold_args(self, recipe: str, conc: int) -> list[str]:
+        return self.sel.stacks.hold_args(recipe, conc)
+
     def scenario_of(self, recipe: str) -> str:
         return self.sel.scenario_of(recipe)
 
@@ -178,8 +186,9 @@ class Workflow:
         mates = self.sel.stacks.mates(recipe, rehearsal)
         expected = sum(len(self._will_run.get((m, rehearsal), ())) for m in mates)
         searching = not rehearsal and any(self._searching.get(m, False) for m in mates)
-        server = self.sel.stacks.server(recipe, rehearsal)
-        write_if_changed(self.sel.root / curve_file(server, rehearsal), canonical(curve_doc(expected, searching)))
+        server, linger = self.sel.stacks.server(recipe, rehearsal), self.sel.stacks.linger_s(recipe, rehearsal)
+        doc = curve_doc(expected, searching, linger)
+        write_if_changed(self.sel.root / curve_file(server, rehearsal), canonical(doc))
 
     def write_selection(self) -> str:
         path = selection_file(self.sel.cluster.name)

@@ -21,7 +21,7 @@ from pathlib import Path
 import psutil
 
 from .. import paths
-from ..contract import Plan, curve_file, read_curve
+from ..contract import CurveHint, Plan, curve_file, read_curve
 from .metrics import http_post_json
 from .ready import PointFailed
 from .stack import StackInfo
@@ -71,9 +71,10 @@ class Invocation:
 class SharedStack:
     """A point's view of the curve's warm stack: attach, take the turn, check health, detach."""
 
-    def __init__(self, plan: Plan, plan_path: Path, result_path: Path, inv: Invocation, say):
+    def __init__(self, plan: Plan, plan_path: Path, result_path: Path, inv: Invocation | None, say, join=None):
+        """``join``: the directory of a held stack to join (this point runs as a step of its job)."""
         self.plan, self.plan_path, self.inv, self.say = plan, plan_path, inv, say
-        self.result_path = result_path
+        self.result_path, self.join = result_path, join
         self.registry = Registry(stacks_root(plan))
         self.dir: Path | None = None
         self.stack: StackDir | None = None
@@ -94,6 +95,8 @@ class SharedStack:
         self._take_turn()
 
     def _find_or_start(self) -> Path:
+        if self.join is not None:
+            return self._join_held(Path(self.join))
         cur = self.registry.current()
         status = StackDir(cur.dir).status() if cur else None
         what = "start"
@@ -103,8 +106,17 @@ class SharedStack:
             raise PointFailed(f"the stack {cur.id} died: {status.message}")
         if what == "join":
             self.say(f"stack: joining warm stack {cur.id}")
+            if cur.invocation != self.inv.key:  # a follow-up run on a lingering stack
+                StackDir(cur.dir).adopt(self.inv.key, self.inv.snakemake_pid, None)
             return cur.dir
         return self._start_keeper()
+
+    def _join_held(self, d: Path) -> Path:
+        st = StackDir(d).status()
+        if st.state in (State.DEAD, State.STOPPED):
+            raise PointFailed(f"the held stack {d.name} is {st.state.value}: {st.message}")
+        self.say(f"stack: joining held stack {d.name}")
+        return d
 
     def _start_keeper(self) -> Path:
         stack_id = f"{self.plan.fingerprints['server'][:8]}-{int(time.time() * 1000) % 10**10}-{os.getpid()}"
@@ -118,7 +130,8 @@ class SharedStack:
                 argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True, close_fds=True, cwd=Path.cwd(),
             )  # fmt: skip
-        self.registry.record(Current(stack_id, d, keeper.pid, self.inv.key, self.plan.fingerprints["server"]))
+        linger = curve_state(self.plan).linger_s
+        self.registry.record(Current(stack_id, d, keeper.pid, self.inv.key, self.plan.fingerprints["server"], linger))
         server = self.plan.fingerprints["server"]
         self.say(f"stack: starting stack {stack_id} for server {server} (keeper pid {keeper.pid}, logs {d})")
         return d
@@ -140,8 +153,13 @@ class SharedStack:
         raise PointFailed(f"stack {self.dir.name} not ready in time; see {self.dir}")
 
     def _keeper(self) -> int | None:
+        """The keeper's pid on this host (it writes it into the state; a held stack's keeper runs on
+        the node this point's step runs on)."""
+        st = self.stack.status()
+        if st.keeper:
+            return st.keeper
         cur = self.registry.current()
-        return cur.keeper if cur else None
+        return cur.keeper if cur and cur.dir == self.dir else None
 
     def _take_turn(self) -> None:
         """One benchmark at a time on a stack; a dead stack ends the wait."""
@@ -165,8 +183,8 @@ class SharedStack:
             served = self.stack.finish_turn()
             self._turn.close()
             self._turn = None
-            expected, searching = curve_state(self.plan)
-            last = served >= expected and not searching
+            hint = curve_state(self.plan)
+            last = served >= hint.expected and not hint.searching and not hint.linger_s
         if self.stack is not None:
             self.stack.done_waiting(os.getpid())
             if last and not self.stack.waiting():
@@ -191,12 +209,12 @@ class SharedStack:
 def expected_points(plan: Plan) -> int:
     """How many points of this curve the main process expected to run (a hint for an early
     teardown; the idle timeout covers a wrong guess)."""
-    return curve_state(plan)[0]
+    return curve_state(plan).expected
 
 
-def curve_state(plan: Plan) -> tuple[int, bool]:
-    """(points expected, whether a capacity search of the curve will ask for more probes): the
-    main process learns of each probe only once the previous one has run."""
+def curve_state(plan: Plan) -> CurveHint:
+    """Points expected, whether a capacity search of the curve will ask for more probes (the main
+    process learns of each probe only once the previous one has run), and the linger."""
     return read_curve(Path.cwd() / curve_file(plan.fingerprints["server"], plan.rehearsal))
 
 

@@ -13,14 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import paths
-from ..contract import PREAMBLE_SCRIPT, Plan, PlanError, load_plan, plan_source, stack_reuse_allowed, without_secrets
+from ..contract import PREAMBLE_SCRIPT, Plan, plan_source, stack_reuse_allowed, without_secrets
 from ..errors import plain_text
-from ..files import private_outputs
 from ..heartbeat import Watch
 from ..preflight import PreflightFailed, check_plan
 from . import bench, credentials, metrics, prefix, repeats, result, server_export, slots, slurm
 from .curve import Invocation, SharedStack, reset_prefix_caches
-from .driver_io import Interrupted, Say, now, raise_interrupt
+from .driver_io import Interrupted, Say, now, private_plan, raise_interrupt
 from .preamble import running_versions
 from .ready import PointFailed, registration_drift
 from .spawn import LocalSpawner, MissingSecret, die_with_parent, stop_all
@@ -78,22 +77,22 @@ FAILURES = (
 )  # fmt: skip
 
 
-def run_point(plan_path: Path, result_path: Path, log_dir: Path | None = None) -> int:
-    private_outputs()
-    try:
-        plan = load_plan(plan_path)
-    except PlanError as e:
-        print(f"servesweep: {e}", file=sys.stderr)
+def run_point(plan_path: Path, result_path: Path, log_dir: Path | None = None, join: Path | None = None) -> int:
+    """``join``: a held stack's directory (this point runs as a step of that stack's Slurm job)."""
+    plan = private_plan(plan_path)
+    if plan is None:
         return 2
     result_path = _inside_workdir(result_path, "result path")
     run_dir = _inside_workdir(log_dir or default_log_dir(plan), "log dir")
-    _keep_earlier_attempt(run_dir)
+    keep_earlier_attempt(run_dir)
     run_dir.mkdir(parents=True)
     say = Say(f"{plan.recipe} c{plan.concurrency}", run_dir / "driver.log")
     die_with_parent(signal.SIGTERM)  # if the job shell dies, tear down rather than run on as an orphan
     old = {s: signal.signal(s, raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     inv = Invocation.current() if plan.stack["reuse"] and stack_reuse_allowed() else None
-    if inv:
+    if join is not None:
+        stack = SharedStack(plan, Path(plan_path).resolve(), result_path, None, say, join=join)
+    elif inv:
         stack = SharedStack(plan, Path(plan_path).resolve(), result_path, inv, say)
     else:
         stack = SoloStack(plan, run_dir, result_path, say)
@@ -141,7 +140,7 @@ def _before_attach(plan: Plan, result_path: Path, say) -> None:
         raise PreflightFailed(problems)
 
 
-def _keep_earlier_attempt(run_dir: Path) -> None:
+def keep_earlier_attempt(run_dir: Path) -> None:
     """A new attempt never deletes an earlier one's artifacts (an unsaved result, aiperf's export,
     failure.json): its directory moves aside to ``c<conc>.attempt-<n>``."""
     if not run_dir.exists():

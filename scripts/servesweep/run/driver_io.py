@@ -7,6 +7,8 @@ import signal
 import sys
 from pathlib import Path
 
+from ..contract import Plan, PlanError, load_plan
+
 
 class Interrupted(BaseException):
     def __init__(self, signum: int):
@@ -32,3 +34,15 @@ class Say:
         line = f"[{self.prefix}] {msg}"
         print(line, file=sys.stderr, flush=True)
         self.log.write(f"{now()} {line}\n")
+
+
+def private_plan(plan_path: Path) -> Plan | None:
+    """A point's plan, read with private outputs from here on; None (the reason said) if it is not one."""
+    from ..files import private_outputs
+
+    private_outputs()
+    try:
+        return load_plan(plan_path)
+    except PlanError as e:
+        print(f"servesweep: {e}", file=sys.stderr)
+        return None

@@ -36,6 +36,9 @@ def keep_stack(plan_path: Path, stack_dir: Path, stack_id: str, watch: int, expe
         signal.signal(s, raise_interrupt)
     stack = Stack(plan, stack_dir, result, say)
     try:
+        orphaned = Watch().stale_at_start()  # a held stack's job may start long after it was asked for
+        if orphaned:
+            raise PointFailed(orphaned)
         stack.start()
         sdir.publish(State.READY, info=stack.info(stack_id).to_json())
         reason = _watch(stack, sdir, watch, expect)
@@ -57,24 +60,54 @@ def keep_stack(plan_path: Path, stack_dir: Path, stack_id: str, watch: int, expe
         claim.close()
 
 
+class Owner:
+    """The snakemake run the stack serves now: the one that started it, or a follow-up run that
+    adopted it while it lingered (``StackDir.adopt``)."""
+
+    def __init__(self, sdir: StackDir, watch: int, expect: int):
+        self.sdir, self.watch, self.expect = sdir, watch, expect
+        self.beat = Watch()  # on a cluster: the main snakemake, which no pid here reaches
+        self.base, self.doc = 0, {}
+
+    def refresh(self) -> bool:
+        """True when another run adopted the stack since the last look."""
+        doc = self.sdir.owner()
+        if not doc or doc == self.doc:
+            return False
+        self.doc = doc
+        try:
+            self.watch, self.base = int(doc.get("watch") or 0), int(doc.get("served_base") or 0)
+        except (TypeError, ValueError):
+            self.watch, self.base = 0, self.sdir.served()  # not ours: only its heartbeat, if any, counts
+        self.beat = Watch(str(doc.get("heartbeat") or ""))
+        self.expect = 0  # the adopting run's curve file says what it expects
+        return True
+
+    def gone(self) -> str | None:
+        if self.watch and not alive(self.watch):
+            return "the snakemake process running the points is gone"
+        return self.beat.gone()
+
+
 def _watch(stack: Stack, sdir: StackDir, watch: int, expect: int) -> str:
     """Until the stack is no longer needed; raise PointFailed if one of its processes dies.
     The decision to stop is taken and published under the registry lock, so no point joins a
     stack that is about to stop (it starts a new one instead)."""
     last_busy = time.monotonic()
-    heartbeat = Watch()  # on a cluster: the main snakemake, which no pid here reaches
+    owner = Owner(sdir, watch, expect)
     while True:
         stack.check("mid-curve")
         registry = Registry(sdir.path.parent).lock()
         try:
             registry.acquire()
-            busy = bool(sdir.waiting())
+            adopted = owner.refresh()
+            busy = bool(sdir.waiting()) or adopted
             last_busy = time.monotonic() if busy else last_busy
-            expected, searching = curve_state(stack.plan)
-            reason = heartbeat.gone() or keeper_decision(
-                busy, sdir.served(), max(expect, expected), searching,
-                time.monotonic() - last_busy, IDLE_TIMEOUT_S, alive(watch),
-            )  # fmt: skip
+            hint = curve_state(stack.plan)
+            idle = (time.monotonic() - last_busy, IDLE_TIMEOUT_S, hint.linger_s)
+            reason = keeper_decision(
+                busy, sdir.served() - owner.base, max(owner.expect, hint.expected), hint.searching, idle, owner.gone()
+            )
             if reason:
                 sdir.publish(State.STOPPED, message=reason)
                 return reason

@@ -22,7 +22,8 @@ class Allocation:
     addrs: list[str]
 
 
-def _run(argv: list[str]) -> str:
+def query(argv: list[str]) -> str:
+    """A Slurm command's output; AllocationError with its message if it fails."""
     try:
         out = subprocess.run(argv, capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -33,7 +34,7 @@ def _run(argv: list[str]) -> str:
 
 
 def node_addr(name: str) -> str:
-    for tok in _run(["scontrol", "show", "node", name]).split():
+    for tok in query(["scontrol", "show", "node", name]).split():
         if tok.startswith("NodeAddr="):
             return tok.split("=", 1)[1]
     return name
@@ -44,8 +45,8 @@ def current_allocation() -> Allocation:
     if not job_id:
         raise AllocationError("this plan runs on Slurm, but the driver is not inside an allocation (no SLURM_JOB_ID)")
     # Ask the controller: inside a job step SLURM_JOB_NODELIST may be the step's nodes only.
-    nodelist = _run(["squeue", "-h", "-j", job_id, "-o", "%N"]).strip()
-    names = _run(["scontrol", "show", "hostnames", nodelist]).split()
+    nodelist = query(["squeue", "-h", "-j", job_id, "-o", "%N"]).strip()
+    names = query(["scontrol", "show", "hostnames", nodelist]).split()
     if not names:
         raise AllocationError(f"job {job_id} has no nodes")
     return Allocation(job_id, names, [node_addr(n) for n in names])

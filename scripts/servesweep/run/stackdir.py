@@ -6,7 +6,8 @@ by every recipe with those servers: ``current.json`` names
 the stack a new point should join, ``registry.lock`` serializes joining against stopping. In each
 stack's own directory: ``state.json`` (the keeper's), ``served.json`` and ``running.json`` (the
 points'), ``waiting/<pid>`` (points attached and not done), ``turn.lock`` (one benchmark at a time),
-``keeper.lock`` (one keeper per stack). The decisions below are pure: unit-tested without processes.
+``keeper.lock`` (one keeper per stack), ``owner.json`` (the snakemake run a lingering stack serves
+now: a follow-up run adopts it). The decisions below are pure: unit-tested without processes.
 """
 
 from __future__ import annotations
@@ -121,6 +122,18 @@ class StackDir:
         write_json(self.path / "running.json", {"point": point, "since": since})
         return self.served() + 1
 
+    def owner(self) -> dict:
+        """The run that adopted this stack after it started (a follow-up run on a lingering stack):
+        {invocation, watch (pid or 0), heartbeat (path or None), served_base}; {} while its starter owns it."""
+        return read_json(self.path / "owner.json")
+
+    def adopt(self, invocation: str, watch: int, heartbeat: str | None) -> None:
+        """A point of another snakemake run joins: the keeper watches that run from now on and
+        counts its points from here."""
+        if self.owner().get("invocation") != invocation:
+            doc = {"invocation": invocation, "watch": watch, "heartbeat": heartbeat, "served_base": self.served()}
+            write_json(self.path / "owner.json", doc)
+
     def running_point(self) -> int | None:
         return read_json(self.path / "running.json").get("point")
 
@@ -159,9 +172,11 @@ class Current:
 
     id: str
     dir: Path
-    keeper: int
+    keeper: int  # its pid on this host (0: a held stack, whose keeper runs in a Slurm job of its own)
     invocation: str  # the snakemake run (and its parent) that started it
     server: str  # the server identity of the plans it serves (fingerprints.server)
+    linger_s: float = 0.0  # it stays up this long after its last point: another run may join it
+    job: str = ""  # a held stack: its own Slurm job
 
     def to_json(self) -> dict:
         return {**self.__dict__, "dir": str(self.dir)}
@@ -182,8 +197,9 @@ class Registry:
         doc = read_json(self.root / "current.json")
         try:
             return Current(
-                str(doc["id"]), Path(doc["dir"]), int(doc["keeper"]), str(doc["invocation"]), str(doc["server"])
-            )
+                str(doc["id"]), Path(doc["dir"]), int(doc["keeper"]), str(doc["invocation"]), str(doc["server"]),
+                float(doc.get("linger_s", 0)), str(doc.get("job", "")),
+            )  # fmt: skip
         except (KeyError, TypeError, ValueError):
             return None
 
@@ -193,9 +209,13 @@ class Registry:
 
 def joinable(current: dict, server: str, invocation: str, status: Status, keeper_alive: bool) -> str:
     """What a new point does with its server identity's current stack: ``join``, ``start`` a new
-    one, or ``fail`` (the stack died: the points that wanted it fail at once)."""
-    if current.get("server") != server or current.get("invocation") != invocation:
+    one, or ``fail`` (the stack died: the points that wanted it fail at once). Another snakemake
+    run joins only a stack that lingers for it (or a held one: its own Slurm job), once ready."""
+    if current.get("server") != server:
         return "start"
+    if current.get("invocation") != invocation:
+        shared = current.get("linger_s") or current.get("job")
+        return "join" if shared and keeper_alive and status.state is State.READY else "start"
     if status.state is State.DEAD:
         return "fail"
     if keeper_alive and status.state in (None, State.STARTING, State.READY):
@@ -204,15 +224,20 @@ def joinable(current: dict, server: str, invocation: str, status: Status, keeper
 
 
 def keeper_decision(
-    waiting: bool, served: int, expected: int, searching: bool, idle_s: float, idle_limit_s: float, watched_alive: bool
+    waiting: bool, served: int, expected: int, searching: bool, idle: tuple[float, float, float], owner_gone: str | None
 ) -> str | None:
     """Why the keeper stops now, or None to keep the stack: the snakemake that wanted it is gone,
-    every expected point is done (and no search wants more), or no point came for too long."""
-    if not watched_alive:
-        return "the snakemake process running the points is gone"
+    every expected point is done (and no search wants more) and it has lingered as asked, or no
+    point came for too long. ``idle``: (seconds since a point last held it, the idle limit, linger)."""
+    idle_s, idle_limit_s, linger_s = idle
+    done = served >= expected and not searching
+    if done and linger_s > 0 and not waiting:  # up for a follow-up run, also once this one has ended
+        return None if idle_s <= linger_s else f"all {served} expected point(s) done, then lingered {linger_s:.0f} s"
+    if owner_gone:
+        return owner_gone
     if waiting:
         return None
-    if served >= expected and not searching:
+    if done:
         return f"all {served} expected point(s) done"
     if idle_s > idle_limit_s:
         return f"idle for {idle_limit_s:.0f} s after {served} point(s)"

@@ -1,0 +1,285 @@
+"""run-held-point: a point on a held stack, from the main snakemake's host.
+
+A Slurm group job ends before Snakemake re-evaluates a checkpoint, so a capacity search would start
+its engines once per probe. Here the stack is a Slurm job of its own (``sbatch``: the stack keeper as
+its batch script, sized from render's hold request), started by the first point that needs it and
+found in the registry (``current.json``) by the next ones, also by a follow-up snakemake while it
+lingers. Each point runs its driver as a step of that job on its batch host (``srun --jobid
+--overlap``), where it joins the stack as any point joins a warm one. The job ends when the keeper
+does: its points are done (and its linger is over), it was idle too long, or the snakemake it
+serves is gone (heartbeat).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..contract import Plan
+from ..errors import plain_text
+from ..heartbeat import ENV as HEARTBEAT_ENV
+from .curve import curve_state, expected_points, snakemake_ancestor, stacks_root
+from .driver import default_log_dir, keep_earlier_attempt
+from .driver_io import Say, now, private_plan
+from .slurm import AllocationError, query
+from .stackdir import Current, Registry, StackDir, State
+
+LIVE = ("PENDING", "CONFIGURING", "RUNNING")
+POLL_S = float(os.environ.get("SERVESWEEP_SQUEUE_POLL_S", "2"))
+HOLD_SCRIPT = '#!/bin/sh\n# a held stack: the keeper is this job\'s batch script (run/held.py)\nexec "$@"\n'
+
+
+@dataclass(frozen=True)
+class HoldRequest:
+    """What the stack's own job asks Slurm for (render's ``hold_args``: the plan's shape, and a time
+    limit covering one startup, every point expected on it, the search's worst case and the linger)."""
+
+    nodes: int
+    tasks: int
+    gpus_per_node: int
+    exclusive: bool
+    cpus_per_task: int
+    mem_mb: int
+    time_min: int
+    partition: str | None = None
+    account: str | None = None
+
+    def sbatch_options(self) -> list[str]:
+        out = [f"--nodes={self.nodes}", f"--ntasks={self.tasks}", f"--cpus-per-task={self.cpus_per_task}"]
+        out += [f"--mem={self.mem_mb}M", f"--time={self.time_min}"]
+        out += [f"--gres=gpu:{self.gpus_per_node}"] if self.gpus_per_node else []
+        out += ["--exclusive"] if self.exclusive else []
+        out += [f"--partition={self.partition}"] if self.partition else []
+        return out + ([f"--account={self.account}"] if self.account else [])
+
+
+@dataclass(frozen=True)
+class Job:
+    id: str
+    state: str  # Slurm's, or GONE once the controller forgot it
+    host: str  # its batch host
+    left_s: float | None  # time left before its limit
+
+    @property
+    def live(self) -> bool:
+        return self.state in LIVE
+
+
+def job(job_id: str) -> Job:
+    out = query(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T|%B|%L"]).strip().splitlines()
+    if not out:
+        return Job(job_id, _accounted_state(job_id), "", None)
+    state, host, left = (out[0].split("|") + ["", ""])[:3]
+    return Job(job_id, state.strip(), host.strip(), _seconds(left))
+
+
+def _accounted_state(job_id: str) -> str:
+    """A job squeue forgot: its end state from accounting, where there is accounting."""
+    try:
+        lines = query(["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State"]).split()
+    except AllocationError:
+        return "GONE"
+    return lines[0].split()[0] if lines else "GONE"
+
+
+def _seconds(text: str) -> float | None:
+    """Slurm's [days-]hours:minutes:seconds (or minutes:seconds)."""
+    text = text.strip()
+    try:
+        days, _, rest = text.rpartition("-")
+        parts = [int(x) for x in rest.split(":")]
+    except ValueError:
+        return None
+    while len(parts) < 3:
+        parts.insert(0, 0)
+    return (int(days or 0) * 24 + parts[0]) * 3600 + parts[1] * 60 + parts[2]
+
+
+def held_decision(cur: Current | None, server: str, status_state, job_now: Job | None, need_s: float) -> str:
+    """``join`` the recorded held stack or ``start`` a new one (pure: unit-tested). A stack that died
+    while its job is still live is not restarted by each point: ``fail``."""
+    if cur is None or not cur.job or cur.server != server or job_now is None or not job_now.live:
+        return "start"
+    if status_state is State.DEAD:
+        return "fail"
+    if status_state is State.STOPPED:
+        return "start"
+    if job_now.left_s is not None and job_now.state == "RUNNING" and job_now.left_s < need_s:
+        return "start"  # too little time left for this point: the old job ends with its own points
+    return "join"
+
+
+class HeldStack:
+    """Find or submit the held stack of the plan's server identity; run a point as a step of its job."""
+
+    def __init__(self, plan: Plan, plan_path: Path, result_path: Path, request: HoldRequest, say):
+        self.plan, self.plan_path, self.result_path, self.request, self.say = (
+            plan, plan_path, result_path, request, say,
+        )  # fmt: skip
+        self.registry = Registry(stacks_root(plan))
+        self.invocation = f"{socket.gethostname()}:{snakemake_ancestor() or os.getpid()}"
+        self.submitted = False
+
+    def find_or_submit(self) -> Current:
+        lock = self.registry.lock()
+        try:
+            lock.acquire()
+            cur = self.registry.current()
+            status = StackDir(cur.dir).status() if cur else None
+            now_job = job(cur.job) if cur and cur.job else None
+            need = self.plan.resources["point_s"] + 60
+            what = held_decision(cur, self.plan.fingerprints["server"], status and status.state, now_job, need)
+            if what == "fail":
+                raise HeldFailed(f"the held stack {cur.id} (Slurm job {cur.job}) died: {status.message}")
+            if what == "join":
+                self.say(f"stack: joining held stack {cur.id} (Slurm job {cur.job}, {now_job.state})")
+                if cur.invocation != self.invocation:  # a follow-up run on a lingering stack
+                    StackDir(cur.dir).adopt(self.invocation, 0, os.environ.get(HEARTBEAT_ENV))
+                return cur
+            return self._submit()
+        finally:
+            lock.close()
+
+    def _submit(self) -> Current:
+        server = self.plan.fingerprints["server"]
+        stack_id = f"{server[:8]}-{int(time.time() * 1000) % 10**10}-{os.getpid()}"
+        d = self.registry.root / stack_id
+        d.mkdir(parents=True)
+        script = d / "hold.sh"
+        script.write_text(HOLD_SCRIPT)
+        script.chmod(0o700)
+        keeper = [sys.executable, "-m", "servesweep", "keep-stack", str(self.plan_path), "--dir", str(d)]
+        keeper += ["--id", stack_id, "--watch", "0", "--expect", str(expected_points(self.plan))]
+        keeper += ["--result", str(self.result_path)]
+        argv = ["sbatch", "--parsable", f"--job-name=servesweep-stack-{server[:8]}", *self.request.sbatch_options()]
+        argv += [f"--output={d / 'job.log'}", f"--chdir={Path.cwd()}", "--export=ALL", str(script), *keeper]
+        try:
+            job_id = query(argv).strip().split(";")[0]
+        except AllocationError as e:
+            raise HeldFailed(f"could not submit the held stack: {e}") from None
+        linger = curve_state(self.plan).linger_s
+        cur = Current(stack_id, d, 0, self.invocation, server, linger, job_id)
+        self.registry.record(cur)
+        self.submitted = True
+        self.say(
+            f"stack: submitted held stack {stack_id} as Slurm job {job_id} ({' '.join(argv[2 : -len(keeper) - 1])})"
+        )
+        return cur
+
+    def wait_running(self, cur: Current) -> Job:
+        """Until the stack's job runs (it may queue for long); its end, or our snakemake's, ends the wait."""
+        main = snakemake_ancestor()
+        while True:
+            j = job(cur.job)
+            if j.state == "RUNNING" and j.host:
+                return j
+            if not j.live:
+                raise HeldFailed(f"the held stack's Slurm job {cur.job} ended ({j.state}) before this point ran")
+            if main and not _alive(main):
+                if self.submitted and j.state == "PENDING":
+                    subprocess.run(["scancel", cur.job], capture_output=True, timeout=60)
+                raise HeldFailed("the snakemake that wanted this point is gone")
+            time.sleep(POLL_S)
+
+
+class HeldFailed(Exception):
+    pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def run_held_point(plan_path: Path, result_path: Path, request: HoldRequest) -> int:
+    plan = private_plan(plan_path)
+    if plan is None:
+        return 2
+    say = Say(f"{plan.recipe} c{plan.concurrency}", Path(os.devnull))
+    held = HeldStack(plan, Path(plan_path).resolve(), Path(result_path).resolve(), request, say)
+    step: subprocess.Popen | None = None
+
+    def stop_step(signum, _frame):
+        if step is not None and step.poll() is None:
+            step.send_signal(signal.SIGTERM)  # srun passes it to the step: the driver tears down and records why
+            try:
+                step.wait(timeout=90)
+            except subprocess.TimeoutExpired:
+                step.kill()
+        raise SystemExit(128 + signum)
+
+    old = {s: signal.signal(s, stop_step) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        cur = held.find_or_submit()
+        j = held.wait_running(cur)
+        say(f"stack: point runs as a step of Slurm job {cur.job} on {j.host}")
+        argv = _step_argv(cur, j.host, plan_path, result_path, plan.concurrency)
+        step = subprocess.Popen(argv, start_new_session=True)  # a Ctrl-C reaches it through stop_step
+        rc = step.wait()
+    except (HeldFailed, AllocationError) as e:
+        say(f"FAILED: {e}")
+        _add_failure(plan, str(e), fresh=step is None)
+        return 1
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    if rc != 0:
+        after = _job_or_none(cur.job)
+        if after is not None and not after.live:
+            why = f"the held stack's Slurm job {cur.job} ended ({after.state}) while this point ran"
+            say(f"FAILED: {why}")
+            _add_failure(plan, why)
+    return rc
+
+
+def _step_argv(cur: Current, host: str, plan_path: Path, result_path: Path, conc: int) -> list[str]:
+    step = ["srun", f"--jobid={cur.job}", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={host}"]
+    step += ["--kill-on-bad-exit=1", f"--job-name=servesweep-point-c{conc}", "--export=ALL"]
+    driver = [sys.executable, "-m", "servesweep", "run-point", str(plan_path), str(result_path)]
+    return [*step, *driver, "--join", str(cur.dir)]
+
+
+def _job_or_none(job_id: str) -> Job | None:
+    """The job's state once it has settled (COMPLETING turns into its end state within seconds)."""
+    deadline = time.monotonic() + 30
+    try:
+        j = job(job_id)
+        while j.state == "COMPLETING" and time.monotonic() < deadline:
+            time.sleep(POLL_S)
+            j = job(job_id)
+        return j
+    except AllocationError:
+        return None
+
+
+def _add_failure(plan: Plan, reason: str, fresh: bool = False) -> None:
+    """The point's failure.json with the held stack's reason first (the step's own, if it wrote one,
+    after). ``fresh``: no step ran, so the run dir is an earlier attempt's: it moves aside first."""
+    run_dir = default_log_dir(plan)
+    if fresh:
+        keep_earlier_attempt(run_dir)
+    path = run_dir / "failure.json"
+    try:
+        earlier = json.loads(path.read_text()).get("reason")
+    except (OSError, ValueError, AttributeError):
+        earlier = None
+    if isinstance(earlier, str) and reason in earlier:
+        return
+    run_dir.mkdir(parents=True, exist_ok=True)
+    full = reason + (f" ({earlier})" if isinstance(earlier, str) and earlier else "")
+    doc = {"time": now(), "reason": plain_text(full), "logs": str(run_dir)}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=1) + "\n")
+    tmp.replace(path)

@@ -1,0 +1,51 @@
+"""Held stacks without Slurm: which stack a point joins, what the stack's job asks for, and how
+Slurm's answers are read (the real-Slurm tests are in test_slurm.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from servesweep.run.held import HoldRequest, Job, _seconds, held_decision
+from servesweep.run.stackdir import Current, State
+
+CUR = Current("s1", Path("/x/s1"), 0, "host:1", "abcd", 0.0, "42")
+RUNNING = Job("42", "RUNNING", "node1", 3600.0)
+
+
+@pytest.mark.parametrize(
+    "cur,state,job,expected",
+    [
+        (CUR, State.READY, RUNNING, "join"),
+        (CUR, None, Job("42", "PENDING", "", None), "join"),  # still queued: wait with it, never a second job
+        (CUR, State.STARTING, RUNNING, "join"),
+        (CUR, State.DEAD, RUNNING, "fail"),  # died while its job lives: fail, do not restart per point
+        (CUR, State.STOPPED, RUNNING, "start"),  # stopping: its job ends with it
+        (CUR, State.READY, Job("42", "CANCELLED", "", None), "start"),
+        (CUR, State.DEAD, Job("42", "GONE", "", None), "start"),  # an old run's dead stack: a new one
+        (CUR, State.READY, Job("42", "RUNNING", "node1", 30.0), "start"),  # too little time left
+        (None, None, None, "start"),
+        (Current("s1", Path("/x/s1"), 0, "host:1", "abcd"), State.READY, RUNNING, "start"),  # not a held one
+        (Current("s1", Path("/x/s1"), 0, "host:1", "other", 0.0, "42"), State.READY, RUNNING, "start"),
+    ],
+)
+def test_a_point_joins_the_held_stack_or_starts_one(cur, state, job, expected):
+    assert held_decision(cur, "abcd", state, job, need_s=120) == expected
+
+
+@pytest.mark.parametrize(
+    "text,seconds",
+    [("1-02:03:04", 93784), ("02:03:04", 7384), ("03:04", 184), ("UNLIMITED", None), ("INVALID", None)],
+)
+def test_slurm_time_left_is_read(text, seconds):
+    assert _seconds(text) == seconds
+
+
+def test_the_stack_job_asks_for_the_plans_shape():
+    req = HoldRequest(2, 2, 4, True, 8, 64000, 95, "gpu", None)
+    assert req.sbatch_options() == [
+        "--nodes=2", "--ntasks=2", "--cpus-per-task=8", "--mem=64000M", "--time=95",
+        "--gres=gpu:4", "--exclusive", "--partition=gpu",
+    ]  # fmt: skip
+    assert "--gres" not in " ".join(HoldRequest(1, 2, 0, False, 1, 100, 5).sbatch_options())
