@@ -2,7 +2,8 @@
 # only if the run is valid. The stale points on one server identity (of any recipe) form one
 # group (one Slurm job with --group-components, see the profiles) and share one warm stack.
 # A checkpoint: a capacity search (capacity.smk) asks for its next probe only once the previous
-# ones have results; for every other target it is a plain rule.
+# ones have results; for every other target it is a plain rule. On Slurm, the points of a stack a
+# search or a linger keeps use held_point below instead (one allocation across re-evaluations).
 PLAN_RESOURCES = plan_resources()
 
 

@@ -148,12 +148,12 @@ def _gpu_row(md: str, stack: str) -> list[str]:
     return [c.strip() for c in row.strip("|").split("|")]
 
 
-def _on_one_stack(points: dict) -> None:
+def _on_one_stack(points: dict, linger_s: float = 0.0) -> None:
     """Rewrite results as run on one stack: (recipe, conc) -> (position, start, end, caches_reset)."""
     for (recipe, conc), (pos, start, end, reset) in points.items():
         f = Path(f"results/{recipe}/c{conc}.json")
         doc = json.loads(f.read_text())
-        doc["identity"]["stack"].update(id="stack-shared", position=pos, caches_reset=reset)
+        doc["identity"]["stack"].update(id="stack-shared", position=pos, caches_reset=reset, linger_s=linger_s)
         doc["identity"].update(start_time=f"2026-12-01T00:{start}+00:00", end_time=f"2026-12-01T00:{end}+00:00")
         f.write_text(json.dumps(doc))
 
@@ -167,8 +167,19 @@ def test_gpu_hours_count_each_stack_start_once(fixture_run):
     # 2 GPUs: startup 30 s, benchmark 2 x 60 s, idle 30 s between the points; one start per point
     # pays 2 x 30 s of startup
     cells = _gpu_row(md, "stack-shared")
-    assert cells == ["stack-shared", "fast", "2", "2", "0.017", "0.067", "0.017", "0.100", "0.083", "0.100"], cells
+    expected = ["stack-shared", "fast", "2", "2", "0.017", "0.067", "0.017", "0.000", "0.100", "0.083", "0.100"]
+    assert cells == expected, cells
     assert "cross-scenario reuse" not in md  # one scenario: warm caches are the curve's own
+
+
+def test_a_lingering_stack_counts_its_linger_after_the_last_point(fixture_run):
+    """A 90 s linger on 2 GPUs after the stack's last point: 0.05 GPU-h more spent."""
+    root, paths, sel = fixture_run
+    points = {("fast", 4): (1, "00:00", "01:00", False), ("fast", 16): (2, "01:30", "02:30", None)}
+    _on_one_stack(points, linger_s=90)
+    build_summary(paths, sel, Path("results/summary.md"))
+    cells = _gpu_row(Path("results/summary.md").read_text(), "stack-shared")
+    assert cells[7:9] == ["0.050", "0.150"], cells
 
 
 def test_a_stack_shared_by_two_scenarios_counts_one_start_and_marks_unreset_caches(fixture_run):
@@ -180,7 +191,8 @@ def test_a_stack_shared_by_two_scenarios_counts_one_start_and_marks_unreset_cach
     md = Path("results/summary.md").read_text()
     cells = _gpu_row(md, "stack-shared")
     assert cells[:3] == ["stack-shared ‡", "fast, other", "2"], cells
-    assert cells[7:] == ["0.083", "0.100", "0.100"], cells  # 2 GPUs x (30 + 120) s; per recipe 2 x 30 s startup
+    # 2 GPUs x (30 + 120) s, no linger; per recipe 2 x 30 s startup
+    assert cells[7:] == ["0.000", "0.083", "0.100", "0.100"], cells
     assert "‡ cross-scenario reuse without a prefix-cache reset" in md
     _on_one_stack({("fast", 4): (1, "00:00", "01:00", False), ("other", 8): (2, "01:00", "02:00", True)})
     build_summary(paths, sel, Path("results/summary.md"))

@@ -1,4 +1,5 @@
-"""GPU time per stack: what the sweep spent (startup once, benchmarks, idle gaps between points)
+"""GPU time per stack: what the sweep spent (startup once, benchmarks, idle gaps between points,
+the linger after the last point)
 and what one engine start per recipe or per point would have cost (startups and benchmarks: their
 idle gaps are not known). A stack serves the points of
 every recipe with the same server identity, so a recipe is not the unit here: the stack is."""
@@ -12,7 +13,7 @@ from .fmt import num
 
 HEADERS = [
     "stack", "recipes", "points", "GPUs", "GPU-h startup", "GPU-h benchmark", "GPU-h idle between points",
-    "GPU-h spent", "GPU-h with one start per recipe", "GPU-h with one start per point",
+    "GPU-h linger", "GPU-h spent", "GPU-h with one start per recipe", "GPU-h with one start per point",
 ]  # fmt: skip
 UNRESET = "‡"  # the stack served several scenarios and a later point ran on caches an earlier one warmed
 UNRESET_NOTE = (
@@ -34,6 +35,9 @@ def stack_rows(df: pd.DataFrame) -> list[list]:
     for stack, sdf in df.groupby("stack_id", sort=False):
         gpus, startup = sdf["gpus"].iloc[0], sdf["startup_s"].iloc[0]
         bench, idle = sdf["bench_s"].fillna(0).sum(), idle_between_points_s(sdf)
+        # the keeper stops once idle for the linger after the stack's last point (earlier lingers,
+        # joined by a follow-up run, are idle between points)
+        linger = float(sdf.sort_values("stack_position")["linger_s"].fillna(0).iloc[-1])
         recipes = sorted(set(sdf["recipe"]))
 
         def h(seconds, gpus=gpus):
@@ -41,8 +45,8 @@ def stack_rows(df: pd.DataFrame) -> list[list]:
 
         mark = f" {UNRESET}" if unreset_reuse(sdf) else ""
         rows.append([
-            f"{stack}{mark}", ", ".join(recipes), len(sdf), gpus, h(startup), h(bench), h(idle),
-            h(startup + bench + idle), h(startup * len(recipes) + bench), h(sdf["startup_s"].sum() + bench),
+            f"{stack}{mark}", ", ".join(recipes), len(sdf), gpus, h(startup), h(bench), h(idle), h(linger),
+            h(startup + bench + idle + linger), h(startup * len(recipes) + bench), h(sdf["startup_s"].sum() + bench),
         ])  # fmt: skip
     return rows
 

@@ -61,6 +61,7 @@ def flatten(doc: dict, path: str, slo: dict) -> dict:
         "stack_position": i["stack"]["position"],
         "startup_s": i["stack"]["startup_s"],
         "caches_reset": i["stack"].get("caches_reset"),
+        "linger_s": i["stack"].get("linger_s", 0.0),
         "bench_s": doc["timings_s"].get("bench"),
         "slo_met": verdict["met"],
         "slo_missed": "; ".join(f"{v['slo']} {_g(v['value'])} > {_g(v['limit'])}" for v in miss),

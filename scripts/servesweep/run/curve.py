@@ -80,6 +80,7 @@ class SharedStack:
         self.stack: StackDir | None = None
         self.info: StackInfo | None = None
         self.position = 0
+        self.linger_s = 0.0  # how long the stack stays up after this run's last point (the curve file)
         self._turn: Flock | None = None
 
     def attach(self) -> None:
@@ -169,6 +170,7 @@ class SharedStack:
             time.sleep(0.1)
         self.check("before its benchmark")
         self.position = self.stack.start_turn(self.plan.point, time.time())
+        self.linger_s = curve_state(self.plan).linger_s
         self.say(f"stack: point {self.position} on stack {self.dir.name} (started in {self.info.startup_s:.1f} s)")
 
     def check(self, when: str) -> None:

@@ -35,7 +35,7 @@ class SoloStack:
 
     def __init__(self, plan: Plan, run_dir: Path, result_path: Path, say):
         self.stack = Stack(plan, run_dir, result_path, say)
-        self.info, self.position = None, 1
+        self.info, self.position, self.linger_s = None, 1, 0.0
 
     def attach(self) -> None:
         self.stack.start()
@@ -249,7 +249,7 @@ def _conclude(plan: Plan, stack, m: Measurement, result_path: Path, run_dir: Pat
     }
     reset, note = m.caches
     stack_doc = {"id": info.id, "position": stack.position, "startup_s": info.startup_s}
-    stack_doc |= {"caches_reset": reset, "caches_reset_note": note}
+    stack_doc |= {"caches_reset": reset, "caches_reset_note": note, "linger_s": stack.linger_s}
     facts = result.RunFacts(
         info.job_id, sorted(set(info.node_names)), started_at, now(),
         _versions(plan, info.run_dir), timings, os.path.relpath(m.artifacts), stack_doc,

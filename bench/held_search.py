@@ -1,0 +1,106 @@
+"""A capacity search: engine starts, allocations, queue waits and GPU-hours with one allocation per
+probe (each probe its own job, as before held stacks) vs one held allocation, side by side.
+
+On paper: seed 002's GB300 1p1d shape (dsv4-pro-gb300-1p1d-pdep8-ddep8-mtp on profiles/slurm-gb300):
+GPUs, startup bound (the profile's readiness timeout) and per-point time (warm-up + duration + grace)
+from its rendered plan; the search bounds are assumed (the seed recipe declares none). Measured:
+the local capacity recipe (local-agg-2x-mocker-capacity) searched once on one stack and once with
+one stack per probe (--config stack_reuse=0, the local stand-in for one allocation per probe)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common import BIN, ROOT, copy_workflow, header, snakemake
+
+sys.path.insert(0, str(ROOT / "scripts"))
+from servesweep.render.selection import Selection  # noqa: E402
+from servesweep.search import Bounds, decide, probes_left_at_most  # noqa: E402
+
+GB300 = "dsv4-pro-gb300-1p1d-pdep8-ddep8-mtp"
+LOCAL = "local-agg-2x-mocker-capacity"
+ASSUMED_BOUNDS = {"min": 64, "max": 1024, "tolerance": 32}  # around the seed's c384
+
+
+def on_paper(probes: int | None) -> None:
+    sel = Selection(ROOT, "gb300", [GB300])
+    plan, _ = sel.rendered(GB300, sel.recipes[GB300].concurrency[0])
+    res = plan["resources"]
+    gpus = res["nodes"] * res["gpus_per_node"]
+    bounds = Bounds.of(ASSUMED_BOUNDS)
+    worst = probes_left_at_most(bounds, decide(bounds, {}))
+    n = probes or worst
+    print(f"## on paper: {GB300} on slurm-gb300 ({gpus} GPUs on {res['nodes']} nodes)")
+    print(f"search {ASSUMED_BOUNDS} (assumed): worst case {worst} probes; counted: {n} probes")
+    for label, startup in (("startup = readiness bound", res["startup_s"]), ("startup ~20 min", 1200.0)):
+        point = res["point_s"]
+        per_probe = n * (startup + point) * gpus / 3600
+        held = (startup + n * point) * gpus / 3600
+        print(f"\n{label} ({startup:.0f} s), per point {point:.0f} s:")
+        print(f"  {'':<26}{'allocations':>12}{'queue waits':>13}{'engine starts':>15}{'GPU-h':>9}")
+        print(f"  {'one allocation per probe':<26}{n:>12}{n:>13}{n:>15}{per_probe:>9.1f}")
+        print(f"  {'one held allocation':<26}{1:>12}{1:>13}{1:>15}{held:>9.1f}")
+        print(f"  saved: {per_probe - held:.1f} GPU-h and {n - 1} queue waits for a {res['nodes']}-node allocation")
+
+
+def measured(duration: int) -> None:
+    print(f"\n## measured: {LOCAL} (local mocker stack, {duration} s per probe)")
+    print(f"  {'':<26}{'probes':>7}{'stacks':>8}{'engine starts':>15}{'GPU-h':>9}{'wall s':>9}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, extra in (("one stack per probe", ["--config", "stack_reuse=0"]), ("one held stack", [])):
+            wf = copy_workflow(Path(tmp) / label.replace(" ", "-"), [LOCAL])
+            f = wf / "recipes" / f"{LOCAL}.yaml"
+            f.write_text(f.read_text().replace("duration_s: 6", f"duration_s: {duration}"))
+            t = time.perf_counter()
+            r = snakemake(wf, f"results/{LOCAL}/capacity.json", *extra, timeout=3600)
+            wall = time.perf_counter() - t
+            if r.returncode:
+                raise SystemExit((r.stdout + r.stderr)[-3000:])
+            probes, stacks, gpu_h = _count(wf)
+            logs = [*wf.glob("logs/stacks/*/*/keeper-driver.log"), *wf.glob("logs/*/c*/driver.log")]
+            starts = sum(len(re.findall(r"\] starting \d+ processes", p.read_text())) for p in logs)
+            print(f"  {label:<26}{probes:>7}{stacks:>8}{starts:>15}{gpu_h:>9.4f}{wall:>9.1f}")
+
+
+def _count(wf: Path) -> tuple[int, int, float]:
+    """(probes, stacks, GPU-hours: each stack from its first point's start, before the stack
+    started, to its last point's end) from the probes' results."""
+    cap = json.loads((wf / f"results/{LOCAL}/capacity.json").read_text())
+    docs = [json.loads((wf / p["result"]).read_text()) for p in cap["probes"]]
+    by_stack: dict[str, list] = {}
+    for d in docs:
+        by_stack.setdefault(d["identity"]["stack"]["id"], []).append(d)
+    seconds = 0.0
+    for points in by_stack.values():
+        points.sort(key=lambda d: d["identity"]["stack"]["position"])
+        first, last = points[0]["identity"], points[-1]["identity"]
+        seconds += (_epoch(last["end_time"]) - _epoch(first["start_time"])) * first["topology"]["gpus"]
+    return len(docs), len(by_stack), seconds / 3600
+
+
+def _epoch(iso: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(iso).timestamp()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--duration", type=int, default=6, help="benchmark seconds per local probe")
+    ap.add_argument("--probes", type=int, help="probes counted on paper (default: the worst case)")
+    ap.add_argument("--paper-only", action="store_true")
+    a = ap.parse_args()
+    header("capacity search: one allocation per probe vs held", f"{BIN}/python bench/held_search.py")
+    on_paper(a.probes)
+    if not a.paper_only:
+        measured(a.duration)
+
+
+if __name__ == "__main__":
+    main()
