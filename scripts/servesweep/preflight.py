@@ -120,3 +120,13 @@ def check_plan(
     if plan.container and "server" in sides:
         notes.append("executables inside the image are checked when its container starts")
     return problems, notes
+
+
+def require(plan: Plan, workdir: Path, result: Path, side: str, say) -> None:
+    """In a job, before anything of ``side`` starts: say what this host could not check, and raise
+    PreflightFailed with every problem."""
+    problems, notes = check_plan(plan, workdir, result, in_job=True, sides=(side,))
+    for note in notes:
+        say(f"pre-flight: {note}")
+    if problems:
+        raise PreflightFailed(problems)

@@ -12,11 +12,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import paths
+from .. import paths, preflight
 from ..contract import PREAMBLE_SCRIPT, Plan, plan_source, stack_reuse_allowed, without_secrets
 from ..errors import plain_text
 from ..heartbeat import Watch
-from ..preflight import PreflightFailed, check_plan
+from ..preflight import PreflightFailed
 from . import bench, credentials, metrics, prefix, repeats, result, server_export, slots, slurm
 from .curve import Invocation, SharedStack, reset_prefix_caches
 from .driver_io import Interrupted, Say, now, private_plan, raise_interrupt
@@ -133,11 +133,7 @@ def _before_attach(plan: Plan, result_path: Path, say) -> None:
     orphaned = Watch().stale_at_start()
     if orphaned:
         raise PointFailed(orphaned)
-    problems, notes = check_plan(plan, Path.cwd(), result_path, in_job=True, sides=("client",))
-    for note in notes:
-        say(f"pre-flight: {note}")
-    if problems:
-        raise PreflightFailed(problems)
+    preflight.require(plan, Path.cwd(), result_path, "client", say)
 
 
 def keep_earlier_attempt(run_dir: Path) -> None:

@@ -8,8 +8,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .. import preflight
 from ..contract import CONTROL_ROLES, Plan
-from ..preflight import PreflightFailed, check_plan
 from . import balancer, credentials, preamble, slots, slurm
 from .ready import Readiness, check_alive, wait_healthy, wait_ready
 from .spawn import Context, Handle, LocalSpawner, SrunSpawner, stop_all
@@ -114,11 +114,7 @@ class Stack:
     def _preflight(self, spawner) -> None:
         """Everything the stack's processes need, checked before the first one starts (each point
         checks its own client side: run/driver)."""
-        problems, unchecked = check_plan(self.plan, Path.cwd(), self.result_path, in_job=True, sides=("server",))
-        for note in unchecked:
-            self.say(f"pre-flight: {note}")
-        if problems:
-            raise PreflightFailed(problems)
+        preflight.require(self.plan, Path.cwd(), self.result_path, "server", self.say)
 
     def _spawn(self, spawner, p) -> None:
         env, _secret = self.ctx.env(p, rehearsal=self.plan.rehearsal)
