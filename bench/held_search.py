@@ -17,6 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import yaml
+
 from common import BIN, ROOT, copy_workflow, header, snakemake
 
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -38,7 +40,10 @@ def on_paper(probes: int | None) -> None:
     n = probes or worst
     print(f"## on paper: {GB300} on slurm-gb300 ({gpus} GPUs on {res['nodes']} nodes)")
     print(f"search {ASSUMED_BOUNDS} (assumed): worst case {worst} probes; counted: {n} probes")
-    for label, startup in (("startup = readiness bound", res["startup_s"]), ("startup ~20 min", 1200.0)):
+    for label, startup in (
+        ("startup = the plan's bound (readiness timeout + margin)", res["startup_s"]),
+        ("startup ~20 min", 1200.0),
+    ):
         point = res["point_s"]
         per_probe = n * (startup + point) * gpus / 3600
         held = (startup + n * point) * gpus / 3600
@@ -50,29 +55,48 @@ def on_paper(probes: int | None) -> None:
 
 
 def measured(duration: int) -> None:
+    """The search on one stack, then the same probes with one stack each (the search's outcome
+    depends on the measurements, so the second run takes the first one's probes as a sweep)."""
     print(f"\n## measured: {LOCAL} (local mocker stack, {duration} s per probe)")
     print(f"  {'':<26}{'probes':>7}{'stacks':>8}{'engine starts':>15}{'GPU-h':>9}{'wall s':>9}")
     with tempfile.TemporaryDirectory() as tmp:
-        for label, extra in (("one stack per probe", ["--config", "stack_reuse=0"]), ("one held stack", [])):
-            wf = copy_workflow(Path(tmp) / label.replace(" ", "-"), [LOCAL])
-            f = wf / "recipes" / f"{LOCAL}.yaml"
-            f.write_text(f.read_text().replace("duration_s: 6", f"duration_s: {duration}"))
-            t = time.perf_counter()
-            r = snakemake(wf, f"results/{LOCAL}/capacity.json", *extra, timeout=3600)
-            wall = time.perf_counter() - t
-            if r.returncode:
-                raise SystemExit((r.stdout + r.stderr)[-3000:])
-            probes, stacks, gpu_h = _count(wf)
-            logs = [*wf.glob("logs/stacks/*/*/keeper-driver.log"), *wf.glob("logs/*/c*/driver.log")]
-            starts = sum(len(re.findall(r"\] starting \d+ processes", p.read_text())) for p in logs)
-            print(f"  {label:<26}{probes:>7}{stacks:>8}{starts:>15}{gpu_h:>9.4f}{wall:>9.1f}")
+        wf, wall = _search(Path(tmp) / "held", duration, None)
+        probes, stacks, gpu_h, starts = _count(wf)
+        rows = [("one held stack", len(probes), stacks, starts, gpu_h, wall)]
+        wf, wall = _search(Path(tmp) / "per-probe", duration, probes)
+        _, stacks, gpu_h, starts = _count(wf, probes)
+        rows.insert(0, ("one stack per probe", len(probes), stacks, starts, gpu_h, wall))
+    for label, n, stacks, starts, gpu_h, wall in rows:
+        print(f"  {label:<26}{n:>7}{stacks:>8}{starts:>15}{gpu_h:>9.4f}{wall:>9.1f}")
+    print(f"  probes: {probes}")
 
 
-def _count(wf: Path) -> tuple[int, int, float]:
+def _search(dest: Path, duration: int, probes: list[int] | None) -> tuple[Path, float]:
+    """The capacity search (probes None), or those probes as a sweep with one stack per point."""
+    wf = copy_workflow(dest, [LOCAL])
+    f = wf / "recipes" / f"{LOCAL}.yaml"
+    doc = yaml.safe_load(f.read_text())
+    doc["scenario"]["duration_s"] = duration
+    extra, target = [], [f"results/{LOCAL}/capacity.json"]
+    if probes:
+        doc.pop("capacity")
+        doc["concurrency"] = probes
+        extra, target = ["--config", "stack_reuse=0"], [f"results/{LOCAL}/c{c}.json" for c in probes]
+    f.write_text(yaml.safe_dump(doc, sort_keys=False))
+    t = time.perf_counter()
+    r = snakemake(wf, *target, *extra, timeout=3600)
+    if r.returncode:
+        raise SystemExit((r.stdout + r.stderr)[-3000:])
+    return wf, time.perf_counter() - t
+
+
+def _count(wf: Path, probes: list[int] | None = None) -> tuple[list[int], int, float, int]:
     """(probes, stacks, GPU-hours: each stack from its first point's start, before the stack
-    started, to its last point's end) from the probes' results."""
-    cap = json.loads((wf / f"results/{LOCAL}/capacity.json").read_text())
-    docs = [json.loads((wf / p["result"]).read_text()) for p in cap["probes"]]
+    started, to its last point's end, engine starts) from the results and logs."""
+    if probes is None:
+        cap = json.loads((wf / f"results/{LOCAL}/capacity.json").read_text())
+        probes = sorted(p["concurrency"] for p in cap["probes"])
+    docs = [json.loads((wf / f"results/{LOCAL}/c{c}.json").read_text()) for c in probes]
     by_stack: dict[str, list] = {}
     for d in docs:
         by_stack.setdefault(d["identity"]["stack"]["id"], []).append(d)
@@ -81,7 +105,9 @@ def _count(wf: Path) -> tuple[int, int, float]:
         points.sort(key=lambda d: d["identity"]["stack"]["position"])
         first, last = points[0]["identity"], points[-1]["identity"]
         seconds += (_epoch(last["end_time"]) - _epoch(first["start_time"])) * first["topology"]["gpus"]
-    return len(docs), len(by_stack), seconds / 3600
+    logs = [*wf.glob("logs/stacks/*/*/keeper-driver.log"), *wf.glob("logs/*/c*/driver.log")]
+    starts = sum(len(re.findall(r"\] starting \d+ processes", p.read_text())) for p in logs)
+    return probes, len(by_stack), seconds / 3600, starts
 
 
 def _epoch(iso: str) -> float:

@@ -305,6 +305,14 @@ CASES = [
     Case(
         "reset-without-effect", "stack.reset_prefix_cache", "does nothing", _set("stack", {"reset_prefix_cache": True})
     ),
+    Case("linger-negative", "stack.linger_s", "minimum", _set("stack", {"linger_s": -5})),
+    Case("linger-text", "stack.linger_s", "not of type", _set("stack", {"linger_s": "forever"})),
+    Case(
+        "linger-without-reuse",
+        "stack.linger_s",
+        "no stack outlives its point",
+        _set("stack", {"reuse": False, "linger_s": 60}),
+    ),
     Case("image-on-local", "image", "has no container runtime", _set("image", "vllm/vllm-openai:v0.32.0")),
     Case("kv-store-unused", "kv_store", "it would do nothing", _set("kv_store", {"protocol": "tcp"})),
     Case("engine-version-on-mocker", "engine.version", "no engine package of its own", _set("engine.version", "1.0")),

@@ -236,3 +236,10 @@ def test_a_misspelled_config_key_is_an_error_with_the_suggestion(tmp_path):
         wf, "--config", "rehersal=1", says="--config: rehersal: unknown key 'rehersal' (did you mean 'rehearsal'?)"
     )
     RELIABILITY.setdefault("bad input (dry run)", []).append(("config-typo", True))
+
+
+@pytest.mark.parametrize("value", ["soon", "-1", "1e9"])
+def test_a_linger_that_is_not_seconds_is_refused(tmp_path, value):
+    wf = copy_workflow(tmp_path / "wf", recipes=["local-agg-2x-mocker"])
+    _dry_run_refuses(wf, "--config", f"linger_s={value}", says="--config: linger_s:")
+    RELIABILITY.setdefault("bad input (dry run)", []).append((f"config-linger-{value}", True))

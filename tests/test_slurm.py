@@ -468,7 +468,8 @@ def test_a_killed_or_interrupted_snakemake_releases_its_held_stack(swf, sig):
     probe. Ctrl-C: snakemake lets the running probe finish (its result is kept), then its last beat
     says it exited and the job ends at once (well within the default 120 s timeout)."""
     name = f"slurm-cap-{sig.name.lower()}"
-    recipe = _search_recipe(swf, name, duration=60)
+    # SIGKILL: the probe must outlast the heartbeat timeout; Ctrl-C: snakemake waits for it to end
+    recipe = _search_recipe(swf, name, duration=60 if sig == signal.SIGKILL else 15)
     env = {"SERVESWEEP_HEARTBEAT_TIMEOUT_S": "15"} if sig == signal.SIGKILL else {}
     since = time.time()
     try:
