@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from servesweep.run.held import HoldRequest, Job, _seconds, held_decision
-from servesweep.run.stackdir import Current, State
+from servesweep.run.stackdir import State
+from servesweep.stack_registry import Current
 
 CUR = Current("s1", Path("/x/s1"), 0, "host:1", "abcd", 0.0, "42")
 RUNNING = Job("42", "RUNNING", "node1", 3600.0)
@@ -49,3 +50,25 @@ def test_the_stack_job_asks_for_the_plans_shape():
         "--gres=gpu:4", "--exclusive", "--partition=gpu",
     ]  # fmt: skip
     assert "--gres" not in " ".join(HoldRequest(1, 2, 0, False, 1, 100, 5).sbatch_options())
+
+
+def test_a_lingering_held_stack_is_seen_from_render(tmp_path):
+    """A follow-up run's recipes with these servers go to the held stack while it lingers and is ready."""
+    import json
+
+    from servesweep.stack_registry import lingering_held
+
+    d = tmp_path / "s1"
+    d.mkdir()
+    (tmp_path / "current.json").write_text(json.dumps(Current("s1", d, 0, "h:1", "abcd", 60.0, "42").to_json()))
+    (d / "state.json").write_text('{"state": "ready"}')
+    assert lingering_held(tmp_path)
+    (d / "state.json").write_text('{"state": "stopped"}')
+    assert not lingering_held(tmp_path)
+    (d / "state.json").write_text('{"state": "ready"}')
+    (tmp_path / "current.json").write_text(json.dumps(Current("s1", d, 0, "h:1", "abcd", 0.0, "42").to_json()))
+    assert not lingering_held(tmp_path)  # no linger: its job ends with its run
+    (tmp_path / "current.json").write_text(json.dumps(Current("s1", d, 4242, "h:1", "abcd", 60.0).to_json()))
+    assert not lingering_held(tmp_path)  # a local stack, not a held one
+    (tmp_path / "current.json").write_text("[1")
+    assert not lingering_held(tmp_path)

@@ -493,28 +493,34 @@ def test_a_killed_or_interrupted_snakemake_releases_its_held_stack(swf, sig):
 
 
 def test_a_lingering_held_stack_is_attached_to_by_a_second_snakemake(swf):
-    """stack.linger_s keeps the held stack's job after the first run; a follow-up snakemake on the same
-    servers runs its point on it (no sbatch, no engine start); the job ends once the linger is over."""
+    """stack.linger_s keeps the held stack's job after the first run; a follow-up snakemake of another
+    recipe with the same servers and no linger of its own runs its point on it (no sbatch, no engine
+    start), and the stack ends after that point, as the follow-up run asks."""
     base = (HERE / "recipes" / "slurm-agg-2x.yaml").read_text().replace("name: slurm-agg-2x", "name: slurm-linger")
-    recipe = swf / "recipes" / "slurm-linger.yaml"
-    recipe.write_text(base.replace("concurrency: [4, 8]", "concurrency: [2, 3]\nstack: {linger_s: 25}"))
+    recipes = [swf / "recipes" / "slurm-linger.yaml", swf / "recipes" / "slurm-linger-b.yaml"]
+    recipes[0].write_text(base.replace("concurrency: [4, 8]", "concurrency: [2]\nstack: {linger_s: 120}"))
+    recipes[1].write_text(base.replace("name: slurm-linger", "name: slurm-linger-b").replace("[4, 8]", "[3]"))
     since = time.time()
     try:
-        first = sm(swf, "results/slurm-linger/c2.json")
-        second = sm(swf, "results/slurm-linger/c3.json")
+        first = sm(swf, "results/slurm-linger/c2.json", "--config", "recipes=slurm-linger")
+        second = sm(swf, "results/slurm-linger-b/c3.json", "--config", "recipes=slurm-linger-b")
     finally:
-        recipe.unlink()
+        for r in recipes:
+            r.unlink()
     assert first.returncode == 0, (first.stdout + first.stderr)[-4000:]
     assert second.returncode == 0, (second.stdout + second.stderr)[-4000:]
-    a, b = (json.loads((swf / f"results/slurm-linger/c{c}.json").read_text())["identity"] for c in (2, 3))
+    a, b = (
+        json.loads((swf / t).read_text())["identity"]
+        for t in ("results/slurm-linger/c2.json", "results/slurm-linger-b/c3.json")
+    )
     assert a["job_id"] == b["job_id"] and a["stack"]["id"] == b["stack"]["id"], (a, b)
     assert (a["stack"]["position"], b["stack"]["position"]) == (1, 2)
     assert "stack: submitted held stack" in first.stderr + first.stdout
     assert "stack: submitted held stack" not in second.stderr + second.stdout
     assert "joining held stack" in second.stderr + second.stdout
-    wait_until(lambda: a["job_id"] not in _squeue_ids(), 25 + 60, "the lingering stack's job to end")
-    keeper = stack_logs(swf, "results/slurm-linger/c2.json") / "keeper-driver.log"
-    assert "then lingered 25 s" in keeper.read_text()
+    wait_until(lambda: a["job_id"] not in _squeue_ids(), 60, "the stack's job to end after the follow-up's point")
+    keeper = (stack_logs(swf, "results/slurm-linger/c2.json") / "keeper-driver.log").read_text()
+    assert len(re.findall(r"\] starting \d+ processes", keeper)) == 1 and "all 1 expected point(s) done" in keeper
     assert_no_strays(since, swf, timeout=30)
 
 

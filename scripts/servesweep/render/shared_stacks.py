@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import math
 
+from ..paths import stacks_dir
+from ..stack_registry import lingering_held
+
 HOLD_MARGIN_S = 300  # the held job's time limit over its estimate: teardown, re-evaluation between points
 
 
@@ -77,10 +80,13 @@ class SharedStacks:
 
     def held(self, recipe: str) -> bool:
         """On a cluster, whether the recipe's stack is held (its own Slurm job): a capacity search
-        (each probe is decided after the previous one's job would have ended) or a linger keeps it."""
+        (each probe is decided after the previous one's job would have ended) or a linger keeps it,
+        or an earlier run's held stack lingers for these servers (its points then join it)."""
         if not self.sel.submits_jobs or not self.sel.reuse(recipe):
             return False
-        return any(m in self.sel.searches.recipes or self.sel.linger_s(m) > 0 for m in self.mates(recipe))
+        if any(m in self.sel.searches.recipes or self.sel.linger_s(m) > 0 for m in self.mates(recipe)):
+            return True
+        return lingering_held(self.sel.root / stacks_dir(self.server(recipe), False))  # an earlier run's
 
     def hold_args(self, recipe: str, conc: int) -> list[str]:
         """``servesweep run-held-point`` options: the plan's shape, and a time limit covering one

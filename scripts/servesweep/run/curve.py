@@ -22,10 +22,11 @@ import psutil
 
 from .. import paths
 from ..contract import CurveHint, Plan, curve_file, read_curve
+from ..stack_registry import Current
 from .metrics import http_post_json
 from .ready import PointFailed
 from .stack import StackInfo
-from .stackdir import Current, Flock, Registry, StackDir, State, alive, joinable
+from .stackdir import Flock, Registry, StackDir, State, alive, joinable
 
 IDLE_TIMEOUT_S = float(os.environ.get("SERVESWEEP_STACK_IDLE_S", "90"))
 

@@ -25,11 +25,12 @@ from pathlib import Path
 from ..contract import Plan
 from ..errors import plain_text
 from ..heartbeat import ENV as HEARTBEAT_ENV
+from ..stack_registry import Current
 from .curve import curve_state, expected_points, snakemake_ancestor, stacks_root
 from .driver import default_log_dir, keep_earlier_attempt
 from .driver_io import Say, now, private_plan
 from .slurm import AllocationError, query
-from .stackdir import Current, Registry, StackDir, State
+from .stackdir import Registry, StackDir, State
 
 LIVE = ("PENDING", "CONFIGURING", "RUNNING")
 POLL_S = float(os.environ.get("SERVESWEEP_SQUEUE_POLL_S", "2"))

@@ -23,6 +23,7 @@ import psutil
 
 from ..files import read_json_object as read_json
 from ..files import write_if_changed
+from ..stack_registry import STATE_FILE, Current, read_current
 
 
 class State(StrEnum):
@@ -89,7 +90,7 @@ class StackDir:
         return self.path.name
 
     def status(self) -> Status:
-        doc = read_json(self.path / "state.json")
+        doc = read_json(self.path / STATE_FILE)
         try:
             state = State(doc["state"]) if "state" in doc else None
         except ValueError:
@@ -101,7 +102,7 @@ class StackDir:
         now = self.status().state
         if state not in TRANSITIONS[now]:
             raise ProtocolError(f"stack {self.id}: {now and now.value} -> {state.value} is not allowed")
-        write_json(self.path / "state.json", {"state": state.value, "keeper": os.getpid(), **fields})
+        write_json(self.path / STATE_FILE, {"state": state.value, "keeper": os.getpid(), **fields})
 
     def fail(self, message: str) -> None:
         """DEAD, unless the stack already reached an end state (a stop under way stays a stop)."""
@@ -166,22 +167,6 @@ class StackDir:
         return lock
 
 
-@dataclass(frozen=True)
-class Current:
-    """``current.json``: the stack a new point of the curve should join, and who keeps it."""
-
-    id: str
-    dir: Path
-    keeper: int  # its pid on this host (0: a held stack, whose keeper runs in a Slurm job of its own)
-    invocation: str  # the snakemake run (and its parent) that started it
-    server: str  # the server identity of the plans it serves (fingerprints.server)
-    linger_s: float = 0.0  # it stays up this long after its last point: another run may join it
-    job: str = ""  # a held stack: its own Slurm job
-
-    def to_json(self) -> dict:
-        return {**self.__dict__, "dir": str(self.dir)}
-
-
 class Registry:
     """The stacks root of one server identity (``paths.stacks_dir``): its ``current.json`` and ``registry.lock``."""
 
@@ -194,14 +179,7 @@ class Registry:
 
     def current(self) -> Current | None:
         """The recorded stack, or None when there is none or the file is not one we wrote."""
-        doc = read_json(self.root / "current.json")
-        try:
-            return Current(
-                str(doc["id"]), Path(doc["dir"]), int(doc["keeper"]), str(doc["invocation"]), str(doc["server"]),
-                float(doc.get("linger_s", 0)), str(doc.get("job", "")),
-            )  # fmt: skip
-        except (KeyError, TypeError, ValueError):
-            return None
+        return read_current(self.root)
 
     def record(self, current: Current) -> None:
         write_json(self.root / "current.json", current.to_json())

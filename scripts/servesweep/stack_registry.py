@@ -1,0 +1,53 @@
+"""Which stack a server identity's next point joins: ``logs/stacks/<server>/current.json``.
+
+Written and read by run (``run/curve``, ``run/held``, under ``run/stackdir``'s registry lock); read
+by render for one question only: is a held stack lingering for these servers, so that their points
+should run on it rather than in a group job of their own (``render/shared_stacks``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .files import read_json_object
+
+CURRENT_FILE = "current.json"
+STATE_FILE = "state.json"  # in a stack's own dir: the keeper's state (run/stackdir)
+
+
+@dataclass(frozen=True)
+class Current:
+    """``current.json``: the stack a new point of the curve should join, and who keeps it."""
+
+    id: str
+    dir: Path
+    keeper: int  # its pid on this host (0: a held stack, whose keeper runs in a Slurm job of its own)
+    invocation: str  # the snakemake run (and its parent) that started it
+    server: str  # the server identity of the plans it serves (fingerprints.server)
+    linger_s: float = 0.0  # it stays up this long after its last point: another run may join it
+    job: str = ""  # a held stack: its own Slurm job
+
+    def to_json(self) -> dict:
+        return {**self.__dict__, "dir": str(self.dir)}
+
+
+def read_current(root: Path) -> Current | None:
+    """The recorded stack, or None when there is none or the file is not one we wrote."""
+    doc = read_json_object(root / CURRENT_FILE)
+    try:
+        return Current(
+            str(doc["id"]), Path(doc["dir"]), int(doc["keeper"]), str(doc["invocation"]), str(doc["server"]),
+            float(doc.get("linger_s", 0)), str(doc.get("job", "")),
+        )  # fmt: skip
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def lingering_held(root: Path) -> bool:
+    """A held stack that lingers for another run is recorded under ``root`` and was ready when last
+    written (the point that joins it checks its Slurm job; a stale answer costs a new held stack)."""
+    cur = read_current(root)
+    if cur is None or not cur.job or cur.linger_s <= 0:
+        return False
+    return read_json_object(cur.dir / STATE_FILE).get("state") == "ready"
