@@ -145,10 +145,10 @@ def held_recipe_pattern():
     return "|".join(re.escape(name) for name in HELD)
 
 
-def hold_args(wildcards, resources):
-    """The held stack's Slurm request (used only by the point that submits it): the plan's shape and
-    time, with the profile's partition and account."""
-    args = SELECTION.hold_args(wildcards.recipe, int(wildcards.conc))
+def slurm_site(wildcards, resources):
+    """The profile's partition and account for a held stack's job (its shape and time limit come
+    from the point's plan and curve file: nothing here changes from run to run)."""
+    args = []
     for key in ("slurm_partition", "slurm_account"):
         value = resources.get(key)
         if value:

@@ -48,9 +48,9 @@ if HELD:
         conda:
             SW_ENV
         params:
-            hold=hold_args,
+            site=slurm_site,
         shell:
-            "servesweep run-held-point {input.plan:q} {output.result:q} {params.hold:q} 2>&1 | tee {log:q}"
+            "servesweep run-held-point {input.plan:q} {output.result:q} {params.site:q} 2>&1 | tee {log:q}"
 
 
 # Rehearsal: the recipe's process layout, ports, env and readiness logic, with

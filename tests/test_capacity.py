@@ -168,7 +168,9 @@ def test_slurm_dry_run_runs_a_search_on_a_held_stack_sized_for_its_worst_case(tm
     """On Slurm the production recipe's search holds its stack (a Slurm job of its own): its points
     are local steps into it, and the stack's job is sized for one startup, the stale sweep points,
     the search's worst case of probes and nothing more."""
+    from servesweep.contract import CurveHint, Plan
     from servesweep.render.entry import load_or_exit
+    from servesweep.run.held import HoldRequest
     from servesweep.search import probes_left_at_most
 
     wf = copy_workflow(tmp_path / "wf", [PROD])
@@ -181,12 +183,15 @@ def test_slurm_dry_run_runs_a_search_on_a_held_stack_sized_for_its_worst_case(tm
     assert held == {"32", "96", "150"}, r.stdout[-3000:]
     assert "checkpoint point:" not in r.stdout  # no group job for these points
     flow = load_or_exit(wf, "hcm-hgx02")
-    args = flow.hold_args(PROD, 32)
-    opts = dict(zip(args[::2], args[1::2], strict=False))
-    plan = json.loads((wf / f".plans/{PROD}/c32.json").read_text())["resources"]
+    stale = [(PROD, c) for c in (32, 96, 150)]
+    plan = json.loads((wf / f".plans/{PROD}/c32.json").read_text())
     search = flow.searches.bounds(PROD)
     _known, decision = flow.sel.capacity(PROD)
     probes = probes_left_at_most(search, decision)
-    floor = plan["startup_s"] + (3 + probes - 1) * plan["point_s"]
-    assert floor / 60 <= int(opts["--time-min"]) <= (floor + 600) / 60, (opts, floor)
-    assert opts["--nodes"] == str(plan["nodes"]) and opts["--gpus-per-node"] == str(plan["gpus_per_node"])
+    points_s = flow.sel.stacks.points_s(PROD, stale)
+    assert points_s == (3 + probes - 1) * plan["resources"]["point_s"]
+    # the point's side: the job's shape and time limit from its plan and the curve file
+    request = HoldRequest.of(Plan.from_json(plan), CurveHint(3, True, 0.0, points_s), "gpu", None)
+    floor = plan["resources"]["startup_s"] + points_s
+    assert floor / 60 <= request.time_min <= (floor + 600) / 60, (request, floor)
+    assert (request.nodes, request.gpus_per_node) == (plan["resources"]["nodes"], plan["resources"]["gpus_per_node"])

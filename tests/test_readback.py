@@ -92,8 +92,8 @@ def test_a_curve_file_is_checked_before_the_keeper_trusts_it(tmp_path):
     from servesweep.contract import curve_doc, read_curve
 
     f = tmp_path / "curve.json"
-    f.write_text(json.dumps(curve_doc(3, True, 30)))
-    assert read_curve(f) == (3, True, 30)
+    f.write_text(json.dumps(curve_doc(3, True, 30, 600)))
+    assert read_curve(f) == (3, True, 30, 600)
     garbage = ['{"expected": "3"}', "[3]", '{"expected": 3, "searching": true, "x": 1}', "{", ""]
     garbage += [
         '{"expected": 3, "searching": false, "linger_s": -1}',
@@ -101,8 +101,8 @@ def test_a_curve_file_is_checked_before_the_keeper_trusts_it(tmp_path):
     ]
     for text in garbage:
         f.write_text(text)
-        assert read_curve(f) == (1, False, 0), text  # one point, no search, no linger: the idle timeout covers it
-    assert read_curve(tmp_path / "missing.json") == (1, False, 0)
+        assert read_curve(f) == (1, False, 0, 0), text  # one point, no search, no linger: the idle timeout covers it
+    assert read_curve(tmp_path / "missing.json") == (1, False, 0, 0)
 
 
 def test_an_unsupported_snakemake_is_named_with_what_to_do():

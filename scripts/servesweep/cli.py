@@ -80,13 +80,9 @@ def cmd_run_point(a) -> int:
 
 
 def cmd_run_held_point(a) -> int:
-    from .run.held import HoldRequest, run_held_point
+    from .run.held import run_held_point
 
-    request = HoldRequest(
-        a.nodes, a.tasks, a.gpus_per_node, a.exclusive, a.cpus_per_task, a.mem_mb, a.time_min,
-        a.partition or None, a.account or None,
-    )  # fmt: skip
-    return run_held_point(Path(a.plan), Path(a.result), request)
+    return run_held_point(Path(a.plan), Path(a.result), a.partition or None, a.account or None)
 
 
 def cmd_keep_stack(a) -> int:
@@ -138,9 +134,6 @@ def _add_run_parsers(sub) -> None:
     h = sub.add_parser("run-held-point", help="run one point on its server identity's held stack (Slurm)")
     h.add_argument("plan")
     h.add_argument("result")
-    for name in ("nodes", "tasks", "gpus-per-node", "cpus-per-task", "mem-mb", "time-min"):
-        h.add_argument(f"--{name}", type=int, required=True)
-    h.add_argument("--exclusive", action="store_true")
     h.add_argument("--partition", default="")
     h.add_argument("--account", default="")
     h.set_defaults(func=cmd_run_held_point)

@@ -11,6 +11,7 @@ below (``RUNTIME_REF``): ``{addr:PROC}``, ``{port:PROC.PORT}``, ``{rank_port:PRO
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,10 +51,11 @@ class CurveHint(NamedTuple):
     expected: int  # points this run expects on the stack
     searching: bool  # a capacity search may still ask for more probes
     linger_s: float  # how long the stack stays up after its last point (a follow-up run attaches)
+    points_s: float  # the expected points' time and the searches' worst case beyond them (a held job's size)
 
 
-def curve_doc(expected: int, searching: bool, linger_s: float = 0) -> dict:
-    return {"expected": expected, "searching": searching, "linger_s": linger_s}
+def curve_doc(expected: int, searching: bool, linger_s: float = 0, points_s: float = 0) -> dict:
+    return {"expected": expected, "searching": searching, "linger_s": linger_s, "points_s": points_s}
 
 
 def read_curve(path: Path) -> CurveHint:
@@ -61,8 +63,10 @@ def read_curve(path: Path) -> CurveHint:
     timeout makes safe."""
     doc, _why = checked_json(path, "curve.schema.yaml")
     if not doc:
-        return CurveHint(1, False, 0.0)
-    return CurveHint(max(doc["expected"], 1), doc["searching"], float(doc.get("linger_s", 0)))
+        return CurveHint(1, False, 0.0, 0.0)
+    return CurveHint(
+        max(doc["expected"], 1), doc["searching"], float(doc.get("linger_s", 0)), float(doc.get("points_s", 0))
+    )
 
 
 def curve_file(server: str, rehearsal: bool) -> str:
@@ -289,3 +293,11 @@ def load_plan(path: Path) -> Plan:
         where = ".".join(map(str, errors[0].absolute_path)) or "(top)"
         raise PlanError(f"{path}: {where}: {errors[0].message} (schemas/plan.schema.yaml)")
     return Plan.from_json(doc)
+
+
+def batch_step_tasks(res: dict) -> dict:
+    """Task geometry for running the driver in the job's batch step (the rule's ``mpi`` resource):
+    the Slurm plugin wants more than one task for such a job and at least one per node; the plan's
+    CPUs are split over them so the job asks for no more CPUs than one task would."""
+    tasks = max(2, res["nodes"])
+    return dict(res, tasks=tasks, cpus_per_task=math.ceil(res["cpus_per_task"] / tasks))

@@ -11,12 +11,12 @@ import sys
 from pathlib import Path
 from typing import Protocol
 
+from ..contract import batch_step_tasks
 from ..errors import InputError, Problem
 from ..files import private_outputs
 from ..paths import plan_file, selection_file
 from . import why
 from .selection import Selection
-from .shared_stacks import batch_step_tasks
 from .workflow import Workflow
 
 
@@ -38,7 +38,6 @@ class RuleView(Protocol):
     def stack_group(self, recipe: str, conc: int, rehearsal: bool) -> str: ...
     def run_rank(self, recipe: str, rehearsal: bool) -> int: ...
     def held_recipes(self) -> list[str]: ...
-    def hold_args(self, recipe: str, conc: int) -> list[str]: ...
     def scenario_of(self, recipe: str) -> str: ...
     def capacity(self, recipe: str, asked: bool = True) -> tuple: ...
     def will_run(self, recipe: str, conc: int, rehearsal: bool = False) -> None: ...
@@ -76,9 +75,6 @@ class SubmittedPlans:
 
     def held_recipes(self) -> list[str]:
         return []  # a held stack's points run from the main process, never in a job's snakemake
-
-    def hold_args(self, recipe: str, conc: int) -> list[str]:
-        raise AssertionError("a cluster job's snakemake runs no point on a held stack")
 
     def scenario_of(self, recipe: str) -> str:
         return "points"  # only `snakemake --report` (a main process) asks

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..contract import Plan, stack_reuse_allowed
+from ..contract import Plan, batch_step_tasks, stack_reuse_allowed
 from ..errors import InputError, Problem
 from ..paths import POINT_TARGET, capacity_file, plan_file, result_file, run_dir
 from ..preflight import check_plan
@@ -23,7 +23,7 @@ from .engine_args import check_engine_args, pending
 from .memo import RenderMemo
 from .plan import layout, render_point
 from .recipe import Recipe, load_recipes
-from .shared_stacks import SharedStacks, batch_step_tasks
+from .shared_stacks import SharedStacks
 from .topology import PlacementError
 
 YAML_CACHE = ".snakemake/servesweep/recipes-parsed.json"

@@ -7,12 +7,8 @@ or a linger keeps is *held* instead: a Slurm job of its own that its points reac
 
 from __future__ import annotations
 
-import math
-
 from ..paths import stacks_dir
 from ..stack_registry import lingering_held
-
-HOLD_MARGIN_S = 300  # the held job's time limit over its estimate: teardown, re-evaluation between points
 
 
 class SharedStacks:
@@ -88,25 +84,12 @@ class SharedStacks:
             return True
         return lingering_held(self.sel.root / stacks_dir(self.server(recipe), False))  # an earlier run's
 
-    def hold_args(self, recipe: str, conc: int) -> list[str]:
-        """``servesweep run-held-point`` options: the plan's shape, and a time limit covering one
-        startup, every stale point on the stack, the worst case of its searches and its linger."""
-        res = batch_step_tasks(self.sel.plan_resources(recipe, conc))
-        stale = self.stale_points(recipe) or [(recipe, conc)]
-        total = res["startup_s"] + sum(self.sel.plan_resources(r, c)["point_s"] for r, c in stale)
+    def points_s(self, recipe: str, points: list[tuple[str, int]]) -> float:
+        """Seconds of the given points on the recipe's stack and of its searches' worst case of further
+        probes beyond them: a held stack's job is sized from it (with one startup and the linger)."""
+        total = sum(self.sel.plan_resources(r, c)["point_s"] for r, c in points)
         for m in self.mates(recipe):
             if m in self.sel.searches.recipes:
-                total += max(self.sel.searches.probes_left(m) - 1, 0) * res["point_s"]
-        total += self.linger_s(recipe) + HOLD_MARGIN_S
-        out = ["--nodes", res["nodes"], "--tasks", res["tasks"], "--gpus-per-node", res["gpus_per_node"]]
-        out += ["--cpus-per-task", res["cpus_per_task"], "--mem-mb", res["mem_mb"]]
-        out += ["--time-min", math.ceil(total / 60)] + (["--exclusive"] if res["exclusive"] else [])
-        return [str(x) for x in out]
-
-
-def batch_step_tasks(res: dict) -> dict:
-    """Task geometry for running the driver in the job's batch step (the rule's ``mpi`` resource):
-    the Slurm plugin wants more than one task for such a job and at least one per node; the plan's
-    CPUs are split over them so the job asks for no more CPUs than one task would."""
-    tasks = max(2, res["nodes"])
-    return dict(res, tasks=tasks, cpus_per_task=math.ceil(res["cpus_per_task"] / tasks))
+                probe_s = self.sel.plan_resources(m, self.sel.recipes[m].concurrency[0])["point_s"]
+                total += max(self.sel.searches.probes_left(m) - 1, 0) * probe_s
+        return total

@@ -76,9 +76,6 @@ class Workflow:
         plans are written (the server identities group them)."""
         return [r.name for r in self.sel.selected if self.sel.stacks.held(r.name)]
 
-    def hold_args(self, recipe: str, conc: int) -> list[str]:
-        return self.sel.stacks.hold_args(recipe, conc)
-
     def scenario_of(self, recipe: str) -> str:
         return self.sel.scenario_of(recipe)
 
@@ -183,11 +180,13 @@ class Workflow:
             return
         if not self.sel.reuse(recipe):
             return  # its points start stacks of their own
-        mates = self.sel.stacks.mates(recipe, rehearsal)
-        expected = sum(len(self._will_run.get((m, rehearsal), ())) for m in mates)
+        stacks = self.sel.stacks
+        mates = stacks.mates(recipe, rehearsal)
+        points = [(m, c) for m in mates for c in sorted(self._will_run.get((m, rehearsal), ()))]
         searching = not rehearsal and any(self._searching.get(m, False) for m in mates)
-        server, linger = self.sel.stacks.server(recipe, rehearsal), self.sel.stacks.linger_s(recipe, rehearsal)
-        doc = curve_doc(expected, searching, linger)
+        server, linger = stacks.server(recipe, rehearsal), stacks.linger_s(recipe, rehearsal)
+        held_s = stacks.points_s(recipe, points) if not rehearsal and stacks.held(recipe) else 0
+        doc = curve_doc(len(points), searching, linger, held_s)
         write_if_changed(self.sel.root / curve_file(server, rehearsal), canonical(doc))
 
     def write_selection(self) -> str:

@@ -13,6 +13,7 @@ serves is gone (heartbeat).
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import socket
@@ -22,7 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..contract import Plan
+from ..contract import CurveHint, Plan, batch_step_tasks
 from ..errors import plain_text
 from ..heartbeat import ENV as HEARTBEAT_ENV
 from ..stack_registry import Current
@@ -33,14 +34,16 @@ from .slurm import AllocationError, query
 from .stackdir import Registry, StackDir, State
 
 LIVE = ("PENDING", "CONFIGURING", "RUNNING")
+HOLD_MARGIN_S = 300  # over the estimate: teardown, and snakemake re-evaluating between points
 POLL_S = float(os.environ.get("SERVESWEEP_SQUEUE_POLL_S", "2"))
 HOLD_SCRIPT = '#!/bin/sh\n# a held stack: the keeper is this job\'s batch script (run/held.py)\nexec "$@"\n'
 
 
 @dataclass(frozen=True)
 class HoldRequest:
-    """What the stack's own job asks Slurm for (render's ``hold_args``: the plan's shape, and a time
-    limit covering one startup, every point expected on it, the search's worst case and the linger)."""
+    """What the stack's own job asks Slurm for: the plan's shape (as a group job would ask), and a
+    time limit covering one startup, every point expected on it, the searches' worst case of further
+    probes and the linger (the curve file's ``points_s`` and ``linger_s``), plus a margin."""
 
     nodes: int
     tasks: int
@@ -51,6 +54,21 @@ class HoldRequest:
     time_min: int
     partition: str | None = None
     account: str | None = None
+
+    @classmethod
+    def of(cls, plan: Plan, hint: CurveHint, partition: str | None, account: str | None) -> HoldRequest:
+        res = batch_step_tasks(plan.resources)
+        points_s = hint.points_s or hint.expected * res["point_s"]
+        minutes = math.ceil((res["startup_s"] + points_s + hint.linger_s + HOLD_MARGIN_S) / 60)
+        shape = (
+            res["nodes"],
+            res["tasks"],
+            res["gpus_per_node"],
+            res["exclusive"],
+            res["cpus_per_task"],
+            res["mem_mb"],
+        )
+        return cls(*shape, minutes, partition, account)
 
     def sbatch_options(self) -> list[str]:
         out = [f"--nodes={self.nodes}", f"--ntasks={self.tasks}", f"--cpus-per-task={self.cpus_per_task}"]
@@ -204,10 +222,11 @@ def _alive(pid: int) -> bool:
         return True
 
 
-def run_held_point(plan_path: Path, result_path: Path, request: HoldRequest) -> int:
+def run_held_point(plan_path: Path, result_path: Path, partition: str | None, account: str | None) -> int:
     plan = private_plan(plan_path)
     if plan is None:
         return 2
+    request = HoldRequest.of(plan, curve_state(plan), partition, account)
     say = Say(f"{plan.recipe} c{plan.concurrency}", Path(os.devnull))
     held = HeldStack(plan, Path(plan_path).resolve(), Path(result_path).resolve(), request, say)
     step: subprocess.Popen | None = None
