@@ -409,7 +409,7 @@ def test_a_capacity_search_holds_one_allocation_and_starts_its_engines_once(swf)
     try:
         r = sm(swf, "results/slurm-cap/capacity.json", timeout=900)
         # each probe cached; a linger asked now changes what the job would ask for, not what was measured
-        again = sm(swf, "-n", "results/slurm-cap/capacity.json", "--config", "linger_s=30")
+        again = sm(swf, "-n", "results/slurm-cap/capacity.json", "--config", "cluster=slurm-test", "linger_s=30")
     finally:
         recipe.unlink()  # the other tests' dry runs of results/summary.md stay as they were
     out = r.stdout + r.stderr
@@ -503,8 +503,8 @@ def test_a_lingering_held_stack_is_attached_to_by_a_second_snakemake(swf):
     recipes[1].write_text(base.replace("name: slurm-linger", "name: slurm-linger-b").replace("[4, 8]", "[3]"))
     since = time.time()
     try:
-        first = sm(swf, "results/slurm-linger/c2.json", "--config", "recipes=slurm-linger")
-        second = sm(swf, "results/slurm-linger-b/c3.json", "--config", "recipes=slurm-linger-b")
+        first = sm(swf, "results/slurm-linger/c2.json", "--config", "cluster=slurm-test", "recipes=slurm-linger")
+        second = sm(swf, "results/slurm-linger-b/c3.json", "--config", "cluster=slurm-test", "recipes=slurm-linger-b")
     finally:
         for r in recipes:
             r.unlink()

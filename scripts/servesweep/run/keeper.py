@@ -68,6 +68,13 @@ class Owner:
         self.sdir, self.watch, self.expect = sdir, watch, expect
         self.beat = Watch()  # on a cluster: the main snakemake, which no pid here reaches
         self.base, self.doc = 0, {}
+        self.linger_s = 0.0
+
+    def linger(self, asked: float, adopted: bool) -> float:
+        """The linger in force: the longest this run asked for. A follow-up run rewrites the curve file
+        before its first point adopts the stack; until then the earlier run's linger holds."""
+        self.linger_s = asked if adopted else max(self.linger_s, asked)
+        return self.linger_s
 
     def refresh(self) -> bool:
         """True when another run adopted the stack since the last look."""
@@ -104,7 +111,7 @@ def _watch(stack: Stack, sdir: StackDir, watch: int, expect: int) -> str:
             busy = bool(sdir.waiting()) or adopted
             last_busy = time.monotonic() if busy else last_busy
             hint = curve_state(stack.plan)
-            idle = (time.monotonic() - last_busy, IDLE_TIMEOUT_S, hint.linger_s)
+            idle = (time.monotonic() - last_busy, IDLE_TIMEOUT_S, owner.linger(hint.linger_s, adopted))
             reason = keeper_decision(
                 busy, sdir.served() - owner.base, max(owner.expect, hint.expected), hint.searching, idle, owner.gone()
             )
