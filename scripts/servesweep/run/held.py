@@ -31,7 +31,7 @@ from .curve import curve_state, expected_points, snakemake_ancestor, stacks_root
 from .driver import default_log_dir, keep_earlier_attempt
 from .driver_io import Say, now, private_plan
 from .slurm import AllocationError, query
-from .stackdir import Registry, StackDir, State
+from .stackdir import Registry, StackDir, State, alive
 
 LIVE = ("PENDING", "CONFIGURING", "RUNNING")
 HOLD_MARGIN_S = 300  # over the estimate: teardown, and snakemake re-evaluating between points
@@ -201,7 +201,7 @@ class HeldStack:
                 return j
             if not j.live:
                 raise HeldFailed(f"the held stack's Slurm job {cur.job} ended ({j.state}) before this point ran")
-            if main and not _alive(main):
+            if main and not alive(main):
                 if self.submitted and j.state == "PENDING":
                     subprocess.run(["scancel", cur.job], capture_output=True, timeout=60)
                 raise HeldFailed("the snakemake that wanted this point is gone")
@@ -210,16 +210,6 @@ class HeldStack:
 
 class HeldFailed(Exception):
     pass
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
 
 
 def run_held_point(plan_path: Path, result_path: Path, partition: str | None, account: str | None) -> int:
