@@ -186,7 +186,11 @@ def point_category(wildcards):
 def stack_group(prefix):
     """The group of a point: every stale point on one server identity (of any recipe) in one group,
     merged into one job by the profiles' --group-components; none when the recipe reuses no stack.
+    None at all when nothing submits jobs: Snakemake ignores groups in local runs, and a dry run
+    then shows the jobs a local run has (and skips a per-job callable).
     """
+    if not SELECTION.submits_jobs:
+        return None
 
     @wildcards_only
     def group(wildcards):

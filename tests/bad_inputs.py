@@ -191,7 +191,7 @@ CASES = [
     Case("owned-dp-local", "engine.args[6]", "DP layout", _args("--data-parallel-size-local", 2)),
     Case("owned-dp-start-rank", "engine.args[6]", "DP layout", _args("--data-parallel-start-rank", 0)),
     Case("owned-tp-flag", "engine.args[6]", "set topology tp", _args("--tensor-parallel-size", 2)),
-    Case("owned-zmq-ports", "engine.args[6]", "own KV-event ports", _args("--zmq-kv-events-ports", "5557")),
+    Case("owned-zmq-ports", "engine.args[6]", "binds every interface", _args("--zmq-kv-events-ports", "5557")),
     Case(
         "owned-frontend-port",
         "frontend.args[0]",

@@ -40,7 +40,18 @@ def _normal(plan: dict) -> str:
         p["stack"] = {k: v for k, v in p["stack"].items() if k != "prefix_reset"}
     for proc in p.get("processes", []):  # the request plane's mutual TLS came after (issue #23)
         proc["env"] = {k: v for k, v in proc["env"].items() if not k.startswith("DYN_TCP_TLS_")}
+        _with_mocker_zmq_relay(proc)
     return hashlib.sha256(json.dumps(p, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
+
+
+def _with_mocker_zmq_relay(proc: dict) -> None:
+    """The mocker's ZMQ KV-event relay (binds every interface) was dropped later (issue #23): put it
+    back as it was, so nothing else may differ."""
+    argv = proc.get("argv", [])
+    if "dynamo.mocker" in argv and "kv_events" in proc.get("ports", {}):
+        i = argv.index("--event-plane") + 2
+        i += 2 if argv[i : i + 1] == ["--data-parallel-size"] else 0
+        proc["argv"] = argv[:i] + ["--zmq-kv-events-ports", "{rank_port:self.kv_events}"] + argv[i:]
 
 
 def _all_plans() -> dict[str, str]:

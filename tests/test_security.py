@@ -11,6 +11,7 @@ import socket
 import stat
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 import yaml
@@ -142,7 +143,6 @@ def test_a_foreign_worker_registering_mid_benchmark_invalidates_the_point(tmp_pa
     def intrude(procs, wf):
         cmd, proc = next((c, k) for c, k in procs.values() if "dynamo.mocker" in " ".join(c))
         cmd = list(cmd)
-        cmd[cmd.index("--zmq-kv-events-ports") + 1] = str(_free_port())
         env = dict(proc.environ(), DYN_SYSTEM_PORT=str(_free_port()))
         log = open(wf / "rogue.log", "w")  # noqa: SIM115 - closed in stop()
         rogue = subprocess.Popen(cmd, cwd=wf, env=env, stdout=log, stderr=log, start_new_session=True)
@@ -242,6 +242,8 @@ def test_a_workers_admin_routes_are_out_of_reach_its_health_and_metrics_are_not(
         workers = [k for k in procs if "dynamo.mocker" in " ".join(k.cmdline())]
         own = {c.laddr.port for w in workers for c in w.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
         assert not public & own  # the workers do not listen there themselves
+        _assert_no_worker_binds_every_interface_but_the_event_plane(workers)
+        _wait_for_kv_events_at_the_router(procs)
         for port in public:
             assert _http(port, "/health")[0] == 200
             status, body = _http(port, "/metrics")
@@ -251,6 +253,36 @@ def test_a_workers_admin_routes_are_out_of_reach_its_health_and_metrics_are_not(
                 assert _http(port, path, method)[0] == 403, (path, method)
         out, err = p.communicate(timeout=120)
     assert p.returncode == 0, err[-3000:]
+
+
+def _assert_no_worker_binds_every_interface_but_the_event_plane(workers) -> None:
+    """The mocker's ZMQ KV-event relay (tcp://*) is not started; what a worker still binds on every
+    interface is Dynamo 1.6.1's ZMQ event plane, on kernel-assigned ports (README, threat model)."""
+    import psutil
+
+    wild = {
+        c.laddr.port
+        for w in workers
+        for c in w.net_connections("tcp")
+        if c.status == psutil.CONN_LISTEN and c.laddr.ip in ("0.0.0.0", "::")
+    }
+    low, _ = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    assert all(port >= low for port in wild), wild  # ours are below the ephemeral range
+
+
+def _wait_for_kv_events_at_the_router(procs) -> None:
+    """Without the relay the mocker still publishes its KV events: the frontend's router indexes them."""
+    import re
+    import time
+
+    fe = next(k for k in procs if "dynamo.frontend" in " ".join(k.cmdline()))
+    port = int(_flag(fe.cmdline(), "--http-port"))
+    stored = re.compile(r'kv_cache_events_applied\{[^}]*event_type="stored",status="ok"[^}]*\} ([0-9.e+]+)')
+    deadline, seen = time.monotonic() + 90, 0.0
+    while time.monotonic() < deadline and not seen:
+        seen = sum(float(v) for v in stored.findall(_http(port, "/metrics")[1]))
+        time.sleep(0.5)
+    assert seen > 0, "the router indexed no KV event of the mockers"
 
 
 @pytest.mark.parametrize(

@@ -109,10 +109,17 @@ def linger_override(config: dict) -> float | None:
     return float(config["linger_s"]) if "linger_s" in config else None
 
 
-def _say_parsers(sel) -> None:
-    """One line per selected recipe and engine kind: which parser checked its arguments, or why none."""
+def _say_parsers(sel, listed: int = 5) -> None:
+    """Which parser checked the arguments of each selected recipe and engine kind, or why none: a line
+    each, or one line per parser when more than ``listed`` share it (a large sweep stays legible)."""
+    by_parser: dict[str, list[str]] = {}
     for what, parser in sorted(sel.checked_args.items()):
-        print(f"servesweep: engine arguments of {what} checked by {parser}", file=sys.stderr)
+        by_parser.setdefault(parser, []).append(what)
+    for parser, whats in sorted(by_parser.items()):
+        if len(whats) > listed:
+            whats = [f"{len(whats)} recipes (e.g. {whats[0]})"]
+        for what in whats:
+            print(f"servesweep: engine arguments of {what} checked by {parser}", file=sys.stderr)
     for what, reason in sorted(sel.unchecked_args.items()):
         print(f"servesweep: engine arguments of {what} not parser-checked: {reason}", file=sys.stderr)
 

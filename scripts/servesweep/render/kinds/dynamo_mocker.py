@@ -14,9 +14,10 @@ def _render(e: EngineInput, ports: dict, env: dict) -> tuple[list[str], bool]:
     argv += e.planes.flags()
     if s.dp_local > 1:
         argv += ["--data-parallel-size", str(s.dp_local)]
-    if e.shared.kv_events:  # the mocker binds the port it is given + its local rank
+    if e.shared.kv_events:  # kept free as the engine it stands in for binds it (the same layout)
         ports["kv_events"] = own_ranks(e, e.shared.kv_events)
-        argv += ["--zmq-kv-events-ports", "{rank_port:self.kv_events}"]
+    # No --zmq-kv-events-ports: its ZMQ relay binds tcp://* (every interface, no credential), and the
+    # mocker publishes its KV events to the router through the stack's event plane without it.
     argv += _dynamo.role_flags(e)
     if s.worker.role.name == "prefill":
         ports["bootstrap"] = e.alloc.take()
@@ -32,7 +33,11 @@ KIND = EngineKind(
     metrics={**_dynamo.METRICS, "batch": VLLM_BATCH},  # vLLM's names; no prefix-cache counters
     parser=ArgParser("parse_args", "dynamo.mocker.args", "ai-dynamo"),
     shared_ports=lambda kv_router, disagg, multi_dp: (kv_router, False, False),
-    owned_flags={"--zmq-kv-events-ports": "the launcher gives each replica its own KV-event ports"},
+    owned_flags={
+        "--zmq-kv-events-ports": "its ZMQ relay binds every interface; the mocker publishes KV events through the "
+        "stack's event plane",
+        "--zmq-replay-ports": "binds every interface",
+    },
     per_gpu=True,
     kv_events_per_replica=True,
 )
