@@ -20,11 +20,12 @@ class SharedStacks:
         self._groups: dict | None = None  # (recipe, rehearsal) -> its mates, sorted by name
         self._ranks: dict = {}  # rehearsal -> recipe -> run order
         self._stale: dict = {}  # (mates, run scope, next probes) -> their stale points
+        self._held: dict = {}  # recipe -> held, fixed for the run (the rules chose by it at start)
 
     def keep(self, recipe: str, rehearsal: bool, server: str) -> None:
         if self._servers.get((recipe, rehearsal)) != server:
             self._servers[(recipe, rehearsal)] = server
-            self._groups, self._ranks = None, {}
+            self._groups, self._ranks, self._held = None, {}, {}
 
     def server(self, recipe: str, rehearsal: bool = False) -> str:
         return self._servers[(recipe, rehearsal)]
@@ -78,6 +79,11 @@ class SharedStacks:
         """On a cluster, whether the recipe's stack is held (its own Slurm job): a capacity search
         (each probe is decided after the previous one's job would have ended) or a linger keeps it,
         or an earlier run's held stack lingers for these servers (its points then join it)."""
+        if recipe not in self._held:
+            self._held[recipe] = self._is_held(recipe)
+        return self._held[recipe]
+
+    def _is_held(self, recipe: str) -> bool:
         if not self.sel.submits_jobs or not self.sel.reuse(recipe):
             return False
         if any(m in self.sel.searches.recipes or self.sel.linger_s(m) > 0 for m in self.mates(recipe)):
