@@ -33,8 +33,8 @@ rule point:
     shell: "touch {output}"
 """
 
-# The same targets with our rules' Snakemake directives (checkpoint, report output with
-# category and labels, log, priority, group per recipe, conda) and constant values in place of
+# The same targets with our rules' Snakemake directives in a local run (checkpoint, report output with
+# category and labels, log, priority, conda; no group: local runs form none) and constant values in place of
 # our callables: what Snakemake itself charges for the rule shape, without a line of servesweep.
 SHAPED = """import glob, os
 PLANS = sorted(glob.glob(".bare-plans/*/c*.json"))
@@ -59,7 +59,6 @@ checkpoint point:
         ),
     log: "logs/{recipe}/c{conc}/point.log"
     priority: lambda w: 10**9 - int(w.conc)
-    group: lambda w: "curve-" + w.recipe
     conda: "env.yaml"
     shell: "touch {output}"
 """
@@ -154,7 +153,8 @@ def main() -> None:
         print(f"\nslope: servesweep {ours:.2f} ms/point, bare {bare:.2f} ms/point")
     print(
         "bare: the same targets, rules that only touch. shaped: the same targets and our rules' Snakemake\n"
-        "directives (checkpoint, report output, log, priority, group, conda) with constants for our callables:\n"
+        "directives in a local run (checkpoint, report output, log, priority, conda) with constants for our\n"
+        "callables: "
         "its ratio is what servesweep's own code adds.\n"
         "validate+render: what rules/common.smk does before the DAG is built (validate every recipe, render\n"
         "every plan, write those that changed), timed in a fresh process; the last column without the\n"
