@@ -6,6 +6,7 @@ every recipe with the same server identity, so a recipe is not the unit here: th
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 from tabulate import tabulate
 
@@ -22,39 +23,54 @@ UNRESET_NOTE = (
 )
 
 
-def idle_between_points_s(sdf: pd.DataFrame) -> float:
+def _seconds(times: pd.Series) -> np.ndarray:
+    """ISO 8601 times (results write UTC) as epoch seconds, parsed once for the whole table; NaN
+    where unreadable."""
+    parsed = pd.to_datetime(times, utc=True, format="ISO8601", errors="coerce")
+    return (parsed - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy()
+
+
+def idle_between_points_s(start: np.ndarray, end: np.ndarray) -> float:
     """Seconds the stack was up with no point running: the gaps between one point's end and the
     next one's start (Snakemake re-evaluating, a point's own setup)."""
-    spans = sorted(zip(pd.to_datetime(sdf["start_time"]), pd.to_datetime(sdf["end_time"]), strict=True))
-    gaps = [(nxt[0] - cur[1]).total_seconds() for cur, nxt in zip(spans, spans[1:], strict=False)]
-    return sum(g for g in gaps if g > 0)
+    order = np.lexsort((end, start))  # by start, then end; unreadable times last
+    gaps = start[order][1:] - end[order][:-1]
+    return float(gaps[gaps > 0].sum())
 
 
 def stack_rows(df: pd.DataFrame) -> list[list]:
+    """One row per stack; columns taken out of the frame once (10 000 points, 1 250 stacks: per-group
+    pandas calls cost seconds)."""
+    col = {k: df[k].to_numpy() for k in ("gpus", "startup_s", "bench_s", "recipe", "scenario", "linger_s")}
+    col |= {
+        "pos": df["stack_position"].to_numpy(dtype=float),
+        "reset": np.array(df["caches_reset"].tolist(), dtype=object),
+    }  # Python bools
+    start, end = _seconds(df["start_time"]), _seconds(df["end_time"])
+    groups = df.groupby("stack_id", sort=False).indices
     rows = []
-    for stack, sdf in df.groupby("stack_id", sort=False):
-        gpus, startup = sdf["gpus"].iloc[0], sdf["startup_s"].iloc[0]
-        bench, idle = sdf["bench_s"].fillna(0).sum(), idle_between_points_s(sdf)
+    for stack in (s for s in pd.unique(df["stack_id"]) if s in groups):
+        i = groups[stack]
+        gpus, startup = col["gpus"][i[0]], col["startup_s"][i[0]]
+        bench, idle = np.nansum(col["bench_s"][i].astype(float)), idle_between_points_s(start[i], end[i])
         # the keeper stops once idle for the linger after the stack's last point (earlier lingers,
         # joined by a follow-up run, are idle between points)
-        linger = float(sdf.sort_values("stack_position")["linger_s"].fillna(0).iloc[-1])
-        recipes = sorted(set(sdf["recipe"]))
+        last = i[np.argsort(col["pos"][i], kind="stable")[-1]]
+        linger = float(np.nan_to_num(float(col["linger_s"][last] if col["linger_s"][last] is not None else 0)))
+        recipes = sorted(set(col["recipe"][i]))
 
         def h(seconds, gpus=gpus):
             return num(gpus * seconds / 3600, 3)
 
-        mark = f" {UNRESET}" if unreset_reuse(sdf) else ""
+        later = col["reset"][i][col["pos"][i] > 1]
+        unreset = len(set(col["scenario"][i])) > 1 and any(v is not True for v in later)
+        mark = f" {UNRESET}" if unreset else ""
+        all_startups = np.nansum(col["startup_s"][i].astype(float))
         rows.append([
-            f"{stack}{mark}", ", ".join(recipes), len(sdf), gpus, h(startup), h(bench), h(idle), h(linger),
-            h(startup + bench + idle + linger), h(startup * len(recipes) + bench), h(sdf["startup_s"].sum() + bench),
+            f"{stack}{mark}", ", ".join(recipes), len(i), gpus, h(startup), h(bench), h(idle), h(linger),
+            h(startup + bench + idle + linger), h(startup * len(recipes) + bench), h(all_startups + bench),
         ])  # fmt: skip
     return rows
-
-
-def unreset_reuse(sdf: pd.DataFrame) -> bool:
-    """Several scenarios on one stack, and a point after the first ran without a prefix-cache reset."""
-    later = sdf[sdf["stack_position"] > 1]
-    return sdf["scenario"].nunique() > 1 and any(v is not True for v in later["caches_reset"])
 
 
 def gpu_time_section(df: pd.DataFrame) -> list[str]:
