@@ -41,31 +41,29 @@ def idle_between_points_s(start: np.ndarray, end: np.ndarray) -> float:
 def stack_rows(df: pd.DataFrame) -> list[list]:
     """One row per stack; columns taken out of the frame once (10 000 points, 1 250 stacks: per-group
     pandas calls cost seconds)."""
-    col = {k: df[k].to_numpy() for k in ("gpus", "startup_s", "bench_s", "recipe", "scenario", "linger_s")}
-    col |= {
-        "pos": df["stack_position"].to_numpy(dtype=float),
-        "reset": np.array(df["caches_reset"].tolist(), dtype=object),
-    }  # Python bools
+    col = {k: df[k].to_numpy() for k in ("gpus", "recipe", "scenario")}
+    col |= {k: df[k].astype(float).to_numpy() for k in ("startup_s", "bench_s", "linger_s", "stack_position")}
+    col["reset"] = np.array(df["caches_reset"].tolist(), dtype=object)  # Python bools, for `is not True`
     start, end = _seconds(df["start_time"]), _seconds(df["end_time"])
     groups = df.groupby("stack_id", sort=False).indices
     rows = []
     for stack in (s for s in pd.unique(df["stack_id"]) if s in groups):
         i = groups[stack]
         gpus, startup = col["gpus"][i[0]], col["startup_s"][i[0]]
-        bench, idle = np.nansum(col["bench_s"][i].astype(float)), idle_between_points_s(start[i], end[i])
+        bench, idle = np.nansum(col["bench_s"][i]), idle_between_points_s(start[i], end[i])
         # the keeper stops once idle for the linger after the stack's last point (earlier lingers,
         # joined by a follow-up run, are idle between points)
-        last = i[np.argsort(col["pos"][i], kind="stable")[-1]]
-        linger = float(np.nan_to_num(float(col["linger_s"][last] if col["linger_s"][last] is not None else 0)))
+        last = i[np.argsort(col["stack_position"][i], kind="stable")[-1]]
+        linger = float(np.nan_to_num(col["linger_s"][last]))
         recipes = sorted(set(col["recipe"][i]))
 
         def h(seconds, gpus=gpus):
             return num(gpus * seconds / 3600, 3)
 
-        later = col["reset"][i][col["pos"][i] > 1]
+        later = col["reset"][i][col["stack_position"][i] > 1]
         unreset = len(set(col["scenario"][i])) > 1 and any(v is not True for v in later)
         mark = f" {UNRESET}" if unreset else ""
-        all_startups = np.nansum(col["startup_s"][i].astype(float))
+        all_startups = np.nansum(col["startup_s"][i])
         rows.append([
             f"{stack}{mark}", ", ".join(recipes), len(i), gpus, h(startup), h(bench), h(idle), h(linger),
             h(startup + bench + idle + linger), h(startup * len(recipes) + bench), h(all_startups + bench),
