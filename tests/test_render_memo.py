@@ -4,6 +4,7 @@ recipe, the cluster facts, the code, a plan file or the memo itself changed."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,34 @@ def test_a_changed_plan_file_is_rendered_and_written_again(wf):
     path.unlink()
     _, rendered = _run(wf)
     assert (p.recipe, p.conc) in rendered and path.read_bytes() == good
+
+
+def test_a_settled_plan_file_is_trusted_by_its_stat_and_any_write_breaks_that(wf, monkeypatch):
+    """Once seen with its digest, a plan file is stat'ed, not read; a write that keeps its size and
+    puts its mtime back still changes its ctime, so it is read, found changed and written again."""
+    monkeypatch.setattr(memo_mod, "SETTLED_NS", 0)  # files written a moment ago count as settled
+    sel, _ = _run(wf)
+    _run(wf)  # read once and found intact: the stat is kept
+    p = next(p for p in sel.points if p.conc != sel.recipes[p.recipe].concurrency[0])
+    path = wf / plan_file(p.recipe, p.conc)
+    reads = []
+    real = memo_mod._read
+    monkeypatch.setattr(memo_mod, "_read", lambda f: reads.append(f) or real(f))
+    assert _run(wf)[1] == [] and reads == []
+    good, st = path.read_bytes(), path.stat()
+    path.write_bytes(good.replace(b'"point":', b'"point" :', 1)[:-1])  # same size, other text
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert path.stat().st_size == st.st_size and path.stat().st_mtime_ns == st.st_mtime_ns
+    _, rendered = _run(wf)
+    assert reads == [str(path)] and (p.recipe, p.conc) in rendered and path.read_bytes() == good
+
+
+def test_a_plan_changed_within_a_clock_tick_of_its_check_keeps_no_stat(wf, monkeypatch):
+    monkeypatch.setattr(memo_mod, "SETTLED_NS", 3600 * 10**9)  # every file here is that fresh
+    _run(wf)
+    _run(wf)
+    memo = memo_mod.RenderMemo(wf)
+    assert memo.kept and all(e.get("stat") is None for points in memo.kept.values() for e in points.values())
 
 
 @pytest.mark.parametrize("damage", ["junk", "checksum", "entry"])

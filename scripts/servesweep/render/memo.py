@@ -5,9 +5,12 @@ A point's plan is a pure function of its recipe (document and file label), the c
 is rendered for (and the local ones in rehearsal) and servesweep's own code: that is the key.
 What is kept per point is what the rules ask (fingerprints, resources, stack reuse) and the digest
 of the plan text. An entry is used only while the plan file on disk still has that digest, so a
-plan edited, removed or damaged since is rendered and written again. The file carries a checksum
-of its entries: a damaged or hand-edited memo is ignored (everything is rendered, as on a first
-run). It lives next to the YAML parse cache, under ``.snakemake/servesweep/``.
+plan edited, removed or damaged since is rendered and written again. Once a file has been seen with
+that digest, its stat (size, mtime, ctime, inode) stands for it, as Git's index does: any write
+changes its ctime, so a later run stats the file instead of reading it. A stat taken within a second
+of the file's last change is not kept (a write in the same clock tick could leave it unchanged).
+The memo carries a checksum of its entries: a damaged or hand-edited memo is ignored (everything is
+rendered, as on a first run). It lives next to the YAML parse cache, under ``.snakemake/servesweep/``.
 
 A recipe's checks (schema, semantics, each cluster's) are a pure function of its document, file
 label, the cluster facts and the code too: a document that passed them under the same key is not
@@ -19,13 +22,16 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
+import time
 from pathlib import Path
 
 from ..encode import canonical, digest
 from ..files import write_if_changed
 
 MEMO_FILE = ".snakemake/servesweep/rendered.json"
-FORMAT = "servesweep.render-memo/2"
+FORMAT = "servesweep.render-memo/3"
+SETTLED_NS = 1_000_000_000  # a file changed this recently may change again within one timestamp tick
 _PACKAGE = Path(__file__).resolve().parents[1]
 _SCHEMAS = _PACKAGE.parents[1] / "schemas"
 
@@ -85,11 +91,25 @@ class RenderMemo:
             self._cluster_digests[cluster.name] = digest(canonical(dataclasses.asdict(cluster)))
         return self._cluster_digests[cluster.name]
 
-    def recall(self, key: str, conc: int, plan_file_bytes: bytes) -> dict | None:
-        """The point's entry if its plan file still holds the text it was made from; else None."""
+    def recall(self, key: str, conc: int, path: str, data: bytes | None = None) -> dict | None:
+        """The point's entry if its plan file still holds the text it was made from; else None.
+        The file is read (unless ``data`` holds it) only when its stat is not the one kept."""
         entry = (self.kept.get(key) or {}).get(str(conc))
-        if not _entry_ok(entry) or text_digest(plan_file_bytes) != entry["text"]:
+        if not _entry_ok(entry):
             return None
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        stat = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+        if data is not None or entry.get("stat") != stat:
+            try:
+                if text_digest(data if data is not None else _read(path)) != entry["text"]:
+                    return None
+            except OSError:
+                return None
+            settled = time.time_ns() - st.st_ctime_ns > SETTLED_NS
+            entry = dict(entry, stat=stat if settled else None)
         self.used.setdefault(key, {})[str(conc)] = entry
         return entry
 
@@ -115,10 +135,17 @@ class RenderMemo:
             pass
 
 
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
 def _entry_ok(entry) -> bool:
+    stat = entry.get("stat") if isinstance(entry, dict) else None
     return (
         isinstance(entry, dict)
         and all(isinstance(entry.get(k), str) for k in ("plan", "curve", "server", "text"))
         and isinstance(entry.get("resources"), dict)
         and isinstance(entry.get("reuse"), bool)
+        and (stat is None or (isinstance(stat, list) and len(stat) == 4 and all(type(v) is int for v in stat)))
     )

@@ -114,19 +114,14 @@ class Selection:
         nothing needs rendering or writing, and its fingerprint, resources and reuse are kept."""
         return self._recalled(recipe, conc, rehearsal) is not None
 
-    def _recalled(self, recipe: str, conc: int, rehearsal: bool) -> bytes | None:
-        """The point's plan file, when the memo vouches for it (its entry is then kept)."""
+    def _recalled(self, recipe: str, conc: int, rehearsal: bool, data: bytes | None = None) -> dict | None:
+        """The point's memo entry, when the memo vouches for its plan file (the entry is then kept)."""
         self._check_point(recipe, conc, rehearsal)
-        try:  # a str path: 3 200 Path joins cost
-            with open(os.path.join(self.root, plan_file(recipe, conc, rehearsal)), "rb") as f:
-                data = f.read()
-        except OSError:
-            return None
-        e = self.memo.recall(self._memo_key(recipe, rehearsal), conc, data)
-        if e is None:
-            return None
-        self._keep(recipe, conc, rehearsal, e["resources"], e, e["reuse"])
-        return data
+        path = os.path.join(self.root, plan_file(recipe, conc, rehearsal))  # a str path: 3 200 Path joins cost
+        e = self.memo.recall(self._memo_key(recipe, rehearsal), conc, path, data)
+        if e is not None:
+            self._keep(recipe, conc, rehearsal, e["resources"], e, e["reuse"])
+        return e
 
     def _check_point(self, recipe: str, conc: int, rehearsal: bool) -> None:
         r = self.recipes.get(recipe)
@@ -261,13 +256,14 @@ class Selection:
         """A curve's first plan, which the argument check and pre-flight read: from its file when
         the memo vouches for it, else rendered."""
         conc = r.concurrency[0]
-        data = self._recalled(r.name, conc, False)
-        if data is not None:
-            try:
+        try:
+            with open(os.path.join(self.root, plan_file(r.name, conc)), "rb") as f:
+                data = f.read()
+            if self._recalled(r.name, conc, False, data) is not None:
                 text = data.decode()
                 return json.loads(text), text
-            except ValueError:  # UnicodeDecodeError included
-                pass
+        except (OSError, ValueError):  # UnicodeDecodeError included
+            pass
         return self._render(r.name, conc, False)
 
     def _render(self, recipe: str, conc: int, rehearsal: bool) -> tuple[dict, str]:
