@@ -33,19 +33,54 @@ rule point:
     shell: "touch {output}"
 """
 
-# The same targets with our rules' Snakemake directives in a local run (checkpoint, report output with
-# category and labels, log, priority, conda; no group: local runs form none) and constant values in place of
-# our callables: what Snakemake itself charges for the rule shape, without a line of servesweep.
-SHAPED = """import glob, os
+# The same targets with every Snakemake directive our rules have in a local run (checkpoint, report
+# outputs with category callable and labels, log + tee, priority callable, conda, a resource, the
+# quoted shell fields, the summary's inputs and outputs, the rehearsal and capacity rules, global
+# wildcard constraints) and constants in place of our code: what Snakemake itself charges for the
+# rule shape, without a line of servesweep.
+SHAPED = """import glob, inspect, os
 PLANS = sorted(glob.glob(".bare-plans/*/c*.json"))
 POINTS = [(os.path.basename(os.path.dirname(p)), os.path.basename(p)[1:-5]) for p in PLANS]
+for f in (".bare-plans/selection.json", ".bare-plans/missing.json"):
+    open(f, "a").close()
+
+
+wildcard_constraints:
+    recipe=r"[a-z0-9][a-z0-9_-]*(\\.[a-z0-9_-]+)*",
+    conc=r"[1-9][0-9]*",
+
+
+def wildcards_only(fn):
+    fn._overwrite_params = inspect.signature(fn).parameters
+    return fn
+
+
+@wildcards_only
+def priority(wildcards):
+    return 10**9 - int(wildcards.conc)
+
+
+@wildcards_only
+def category(wildcards):
+    return "scenario chat"
+
 
 rule summary:
-    input: [f"results/{r}/c{c}.json" for r, c in POINTS]
-    output: report("results/summary.md", caption="caption.rst", category="Summary")
+    input:
+        selection=".bare-plans/selection.json",
+        missing=".bare-plans/missing.json",
+        results=[f"results/{r}/c{c}.json" for r, c in POINTS],
+        capacity=lambda w: [],
+    output:
+        md=report("results/summary.md", caption="caption.rst", category="Summary"),
+        csv=report("results/summary.csv", caption="caption.rst", category="Summary"),
+        plots=report(directory("results/plots"), patterns=["{name}.png"], caption="caption.rst", category="Plots"),
     log: "logs/summary.log"
     conda: "env.yaml"
-    shell: "touch {output}"
+    params: baseline=""
+    shell:
+        "touch {output.md:q} --selection {input.selection:q} --baseline={params.baseline:q} "
+        "--capacity {input.capacity:q} -- {input.results:q} 2> {log:q}"
 
 checkpoint point:
     input: plan=".bare-plans/{recipe}/c{conc}.json"
@@ -53,14 +88,33 @@ checkpoint point:
         result=report(
             "results/{recipe}/c{conc}.json",
             caption="caption.rst",
-            category=lambda w: "points",
+            category=category,
             subcategory="{recipe}",
             labels={"recipe": "{recipe}", "concurrency": "{conc}"},
         ),
     log: "logs/{recipe}/c{conc}/point.log"
-    priority: lambda w: 10**9 - int(w.conc)
+    priority: priority
     conda: "env.yaml"
-    shell: "touch {output}"
+    resources: point_slots=1
+    shell: "touch {input.plan:q} {output.result:q} 2>&1 | tee {log:q}"
+
+rule rehearse_point:
+    input: plan=".bare-plans/rehearsal/{recipe}/c{conc}.json"
+    output: result="results/rehearsal/{recipe}/c{conc}.json"
+    log: "logs/rehearsal/{recipe}/c{conc}/point.log"
+    priority: priority
+    conda: "env.yaml"
+    resources: point_slots=1
+    shell: "touch {input.plan:q} {output.result:q} 2>&1 | tee {log:q}"
+
+rule capacity:
+    input: settings=".bare-plans/capacity/{recipe}.json", probes=lambda w: []
+    output:
+        capacity=report("results/{recipe}/capacity.json", caption="caption.rst", category="Capacity at SLO"),
+        plot=report("results/plots/capacity-{recipe}.png", caption="caption.rst", category="Capacity at SLO"),
+    log: "logs/{recipe}/capacity.log"
+    conda: "env.yaml"
+    shell: "touch {output.capacity:q} {output.plot:q} {input.probes:q} 2> {log:q}"
 """
 
 
@@ -139,23 +193,24 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         rows = [_measure(Path(tmp), int(x), a.reps) for x in a.sizes.split(",")]
     print(
-        f"{'recipes':>7} {'points':>6} {'servesweep s':>12} {'bare s':>7} {'ratio':>6} {'shaped s':>8} "
-        f"{'ratio':>6} {'RSS MiB':>8} {'bare MiB':>8} {'validate+render s':>17} {'(parse cache empty)':>19}"
+        f"{'recipes':>7} {'points':>6} {'servesweep s':>12} {'bare s':>7} {'shaped s':>8} {'ours/bare':>9} "
+        f"{'shaped/bare':>11} {'ours/shaped':>11} {'RSS MiB':>8} {'bare MiB':>8} {'validate+render s':>17} "
+        f"{'(parse cache empty)':>19}"
     )
     for n, pts, o, b, sh, ro, rb, rc, rw in rows:
         print(
-            f"{n:>7} {pts:>6} {o:>12.2f} {b:>7.2f} {o / b:>6.2f} {sh:>8.2f} {o / sh:>6.2f} {ro:>8.0f} {rb:>8.0f} "
-            f"{rw:>17.2f} {rc:>19.2f}"
+            f"{n:>7} {pts:>6} {o:>12.2f} {b:>7.2f} {sh:>8.2f} {o / b:>9.2f} {sh / b:>11.2f} {o / sh:>11.2f} "
+            f"{ro:>8.0f} {rb:>8.0f} {rw:>17.2f} {rc:>19.2f}"
         )
     (_, p0, o0, b0, *_), (_, p1, o1, b1, *_) = rows[0], rows[-1]
     if p1 != p0:
         ours, bare = 1000 * (o1 - o0) / (p1 - p0), 1000 * (b1 - b0) / (p1 - p0)
         print(f"\nslope: servesweep {ours:.2f} ms/point, bare {bare:.2f} ms/point")
     print(
-        "bare: the same targets, rules that only touch. shaped: the same targets and our rules' Snakemake\n"
-        "directives in a local run (checkpoint, report output, log, priority, conda) with constants for our\n"
-        "callables: "
-        "its ratio is what servesweep's own code adds.\n"
+        "bare: the same targets, rules that only touch. shaped: the same targets and every Snakemake directive\n"
+        "of our rules in a local run (checkpoint, report outputs, log + tee, priority, conda, a resource, quoted\n"
+        "shell fields, the rehearsal and capacity rules) with constants for our code: shaped/bare is what\n"
+        "Snakemake charges for the rule shape; servesweep/shaped is what servesweep's own code adds.\n"
         "validate+render: what rules/common.smk does before the DAG is built (validate every recipe, render\n"
         "every plan, write those that changed), timed in a fresh process; the last column without the\n"
         "YAML parse cache and render memo (.snakemake/servesweep/), as on a first run or after every recipe changed."

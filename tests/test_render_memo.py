@@ -103,6 +103,36 @@ def test_a_settled_plan_file_is_trusted_by_its_stat_and_any_write_breaks_that(wf
     assert reads == [str(path)] and (p.recipe, p.conc) in rendered and path.read_bytes() == good
 
 
+def test_sources_and_selection_are_made_again_only_when_their_inputs_or_files_changed(wf, monkeypatch):
+    from servesweep.paths import selection_file, source_file
+    from servesweep.render import workflow as workflow_mod
+
+    monkeypatch.setattr(memo_mod, "SETTLED_NS", 0)
+    made = []
+    real = workflow_mod.write_if_changed
+    monkeypatch.setattr(workflow_mod, "write_if_changed", lambda path, text: made.append(path) or real(path, text))
+
+    def dry_run():
+        made.clear()
+        flow = Workflow(Selection(wf, "local"))
+        flow.write_plans()
+        flow.write_selection()
+
+    dry_run(), dry_run()
+    source, selection = wf / source_file(RECIPE, False), wf / selection_file("local")
+    good_source, good_selection = source.read_bytes(), selection.read_bytes()
+    dry_run()
+    assert source not in made and selection not in made  # not made again: their stats stand for them
+    source.write_bytes(b"{}"), selection.unlink()
+    dry_run()
+    assert source in made and selection in made
+    assert source.read_bytes() == good_source and selection.read_bytes() == good_selection
+    path = wf / "recipes" / f"{RECIPE}.yaml"
+    path.write_text(path.read_text().replace("duration_s: 20", "duration_s: 21"))
+    dry_run()
+    assert source in made and selection in made  # its source and the selection follow the recipe
+
+
 def test_a_plan_changed_within_a_clock_tick_of_its_check_keeps_no_stat(wf, monkeypatch):
     monkeypatch.setattr(memo_mod, "SETTLED_NS", 3600 * 10**9)  # every file here is that fresh
     _run(wf)
@@ -162,3 +192,50 @@ def test_a_valid_recipe_is_not_checked_again_an_invalid_one_always_is(wf, monkey
     cluster_mod._load_all.cache_clear()  # a new snakemake process reads the facts again
     _run(wf)  # other cluster facts: every recipe checked again
     assert RECIPE in checked
+
+
+def test_rehearsal_plans_are_recalled_after_the_selected_ones_were_saved(wf):
+    """One run saves the memo after the selected plans, then renders the rehearsal ones: the second
+    run must still find both (what the first save wrote never hides what the file held)."""
+
+    def dry_run() -> list:
+        rendered = []
+        real = selection_mod.render_point
+        selection_mod.render_point = lambda recipe, *a, **k: rendered.append(recipe.name) or real(recipe, *a, **k)
+        try:
+            flow = Workflow(Selection(wf, "local"))
+            flow.write_plans()
+            flow.write_plans(rehearsal=True)
+            flow.write_selection()
+        finally:
+            selection_mod.render_point = real
+        return rendered
+
+    assert dry_run()
+    assert dry_run() == []
+
+
+def test_the_load_pauses_garbage_collection_and_always_restores_it(wf):
+    import gc
+
+    from servesweep.render.entry import load_or_exit
+
+    assert gc.isenabled()
+    seen = []
+    real = selection_mod.Selection.__init__
+
+    def spy(self, *a, **k):
+        seen.append(gc.isenabled())
+        real(self, *a, **k)
+
+    selection_mod.Selection.__init__ = spy
+    umask = os.umask(0o022)  # the load makes this process's outputs private: put that back after
+    try:
+        load_or_exit(wf, "local")
+        assert seen == [False] and gc.isenabled()
+        with pytest.raises(SystemExit):
+            load_or_exit(wf, "no-such-cluster")
+        assert gc.isenabled()
+    finally:
+        selection_mod.Selection.__init__ = real
+        os.umask(umask)

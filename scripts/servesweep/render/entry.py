@@ -6,6 +6,8 @@ they run.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import sys
 from pathlib import Path
@@ -162,6 +164,24 @@ def load_or_exit(
     private_outputs()
     if not main_process:
         return SubmittedPlans(root, cluster)
+    with gc_paused():
+        return _load(root, cluster, only, rehearsal, scope, linger_s)
+
+
+@contextlib.contextmanager
+def gc_paused():
+    """The load makes no reference cycles worth collecting, but its allocations would trigger full
+    collections that walk all of Snakemake's heap (imports, rules) several times."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _load(root: Path, cluster: str, only, rehearsal: bool, scope, linger_s) -> RuleView:
     try:
         sel = Selection(root, cluster, only)
         sel.scope = scope or sel.scope

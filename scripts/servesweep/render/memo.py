@@ -54,23 +54,25 @@ class RenderMemo:
     def __init__(self, root: Path):
         self.path = Path(root) / MEMO_FILE
         self.code = code_digest()
-        self.kept, self.valid_kept = self._load()
+        self.kept, self.valid_kept, self.files_kept = self._load()
         self.used: dict[str, dict] = {}
         self.valid_used: set[str] = set()
+        self.files_used: dict[str, list] = {}  # path -> [what it was written from, its stat]
+        self._saved = (self.kept, self.valid_kept, self.files_kept)  # what the file holds
         self._cluster_digests: dict[str, str] = {}
 
-    def _load(self) -> tuple[dict, set]:
+    def _load(self) -> tuple[dict, set, dict]:
         """The file: its format, the sha256 of the body, then the body (one line each)."""
         try:
             fmt, check, body = self.path.read_bytes().split(b"\n", 2)
             if fmt.decode() == FORMAT and check.decode() == text_digest(body):
                 doc = json.loads(body)
-                points, valid = doc["points"], doc["valid"]
-                if isinstance(points, dict) and isinstance(valid, list):
-                    return points, {v for v in valid if isinstance(v, str)}
+                points, valid, files = doc["points"], doc["valid"], doc["files"]
+                if isinstance(points, dict) and isinstance(valid, list) and isinstance(files, dict):
+                    return points, {v for v in valid if isinstance(v, str)}, files
         except (OSError, ValueError, KeyError, TypeError):
             pass
-        return {}, set()
+        return {}, set(), {}
 
     def recipe_key(self, label: str, doc: dict, only_cluster: str | None, clusters: dict) -> str:
         facts = [(name, self._facts(c)) for name, c in sorted(clusters.items())]
@@ -97,21 +99,35 @@ class RenderMemo:
         entry = (self.kept.get(key) or {}).get(str(conc))
         if not _entry_ok(entry):
             return None
-        try:
-            st = os.stat(path)
-        except OSError:
+        stat = _stat(path)
+        if stat is None:
             return None
-        stat = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
         if data is not None or entry.get("stat") != stat:
             try:
                 if text_digest(data if data is not None else _read(path)) != entry["text"]:
                     return None
             except OSError:
                 return None
-            settled = time.time_ns() - st.st_ctime_ns > SETTLED_NS
+            settled = time.time_ns() - stat[2] > SETTLED_NS
             entry = dict(entry, stat=stat if settled else None)
         self.used.setdefault(key, {})[str(conc)] = entry
         return entry
+
+    def file_current(self, path: Path, made_from: str) -> bool:
+        """Whether a file written from ``made_from`` (the key of what it holds) is still as written:
+        then it need not be made again (its stat stands for its content, as for a plan)."""
+        record, stat = self.files_kept.get(str(path)), _stat(path)
+        if stat is None or record != [made_from, stat]:
+            return False
+        self.files_used[str(path)] = record
+        return True
+
+    def file_written(self, path: Path, made_from: str) -> None:
+        """``path`` now holds what ``made_from`` makes (written, or found unchanged): its stat is kept
+        once settled."""
+        stat = _stat(path)
+        if stat is not None and time.time_ns() - stat[2] > SETTLED_NS:
+            self.files_used[str(path)] = [made_from, stat]
 
     def remember(self, key: str, conc: int, plan: dict, text: str) -> None:
         entry = {
@@ -125,14 +141,26 @@ class RenderMemo:
         self.used.setdefault(key, {})[str(conc)] = entry
 
     def save(self) -> None:
-        """Keep what this run used (the memo follows the current recipes)."""
-        if self.used == self.kept and self.valid_used == self.valid_kept:
+        """Keep what this run used (the memo follows the current recipes); called again after more
+        was used, it writes only what changed since."""
+        now = (self.used, self.valid_used, self.files_used)
+        if now == self._saved:
             return
-        body = canonical({"points": self.used, "valid": sorted(self.valid_used)})
+        body = canonical({"points": self.used, "valid": sorted(self.valid_used), "files": self.files_used})
         try:
             write_if_changed(self.path, f"{FORMAT}\n{text_digest(body.encode())}\n{body}")
         except OSError:  # an unwritable memo only costs the next run its rendering
-            pass
+            return
+        self._saved = ({key: dict(points) for key, points in self.used.items()}, set(now[1]), dict(now[2]))
+
+
+def _stat(path) -> list[int] | None:
+    """What a write changes: size, mtime, ctime (no tool sets it back) and inode (a rename)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
 
 def _read(path: str) -> bytes:

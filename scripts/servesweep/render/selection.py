@@ -118,7 +118,7 @@ class Selection:
         """The point's memo entry, when the memo vouches for its plan file (the entry is then kept)."""
         self._check_point(recipe, conc, rehearsal)
         path = os.path.join(self.root, plan_file(recipe, conc, rehearsal))  # a str path: 3 200 Path joins cost
-        e = self.memo.recall(self._memo_key(recipe, rehearsal), conc, path, data)
+        e = self.memo.recall(self.memo_key(recipe, rehearsal), conc, path, data)
         if e is not None:
             self._keep(recipe, conc, rehearsal, e["resources"], e, e["reuse"])
         return e
@@ -135,7 +135,7 @@ class Selection:
         self.stacks.keep(recipe, rehearsal, fingerprints["server"])
         self._reuse[recipe] = reuse and stack_reuse_allowed()
 
-    def _memo_key(self, recipe: str, rehearsal: bool) -> str:
+    def memo_key(self, recipe: str, rehearsal: bool) -> str:
         if (recipe, rehearsal) not in self._memo_keys:
             r = self.recipes[recipe]
             own = self.own_cluster(r) if rehearsal else self.cluster
@@ -272,7 +272,7 @@ class Selection:
             plan, text = self._render_or_raise(recipe, conc, rehearsal)
         except PlacementError as e:
             raise InputError([Problem(self.recipes[recipe].source, f, r) for f, r in e.issues]) from None
-        self.memo.remember(self._memo_key(recipe, rehearsal), conc, plan, text)
+        self.memo.remember(self.memo_key(recipe, rehearsal), conc, plan, text)
         return plan, text
 
     def _render_or_raise(self, recipe: str, conc: int, rehearsal: bool) -> tuple[dict, str]:

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 from .. import heartbeat
 from ..contract import STACK_REUSE_ENV, curve_doc, curve_file
-from ..encode import canonical
+from ..encode import canonical, digest
 from ..files import read_json_object, write_if_changed
 from ..paths import (
     REHEARSAL_SUMMARY_MD,
@@ -119,10 +120,22 @@ class Workflow:
         if self.sel.preflight_problems:
             return
         for name in recipes:
-            r = self.sel.recipes[name]
-            own = self.sel.own_cluster(r) if rehearsal else self.sel.cluster
-            doc = why.source_doc(r, own, rehearsal, self.sel.curve_fingerprint(name, rehearsal))
-            write_if_changed(self.sel.root / source_file(name, rehearsal), canonical(doc))
+            curve = self.sel.curve_fingerprint(name, rehearsal)
+            made_from = f"{self.sel.memo_key(name, rehearsal)} {curve}"  # the recipe, its clusters and the code
+
+            def source(name=name, curve=curve) -> str:
+                r = self.sel.recipes[name]
+                own = self.sel.own_cluster(r) if rehearsal else self.sel.cluster
+                return canonical(why.source_doc(r, own, rehearsal, curve))
+
+            self._write_made(self.sel.root / source_file(name, rehearsal), made_from, source)
+
+    def _write_made(self, path: Path, made_from: str, text) -> None:
+        """Write ``text()`` to ``path`` unless the memo saw it written from ``made_from`` and unchanged since."""
+        memo = self.sel.memo
+        if not memo.file_current(path, made_from):
+            write_if_changed(path, text())
+            memo.file_written(path, made_from)
 
     def capacity(self, recipe: str, asked: bool = True):
         """(known probes, decision) of the recipe's capacity search, with the next probe's plan
@@ -190,8 +203,13 @@ class Workflow:
         write_if_changed(self.sel.root / curve_file(server, rehearsal), canonical(doc))
 
     def write_selection(self) -> str:
-        path = selection_file(self.sel.cluster.name)
-        write_if_changed(self.sel.root / path, canonical(self.sel.selection_doc()))
+        """The selected points and reporting settings (the summary's input); the memo saved last."""
+        sel = self.sel
+        path = selection_file(sel.cluster.name)
+        made_from = digest(canonical([sel.cluster.name, [sel.memo_key(r.name, False) for r in sel.selected]]))
+        self._write_made(sel.root / path, made_from, lambda: canonical(sel.selection_doc()))
+        if not sel.preflight_problems:
+            sel.memo.save()
         return path
 
 
