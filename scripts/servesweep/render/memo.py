@@ -108,8 +108,7 @@ class RenderMemo:
                     return None
             except OSError:
                 return None
-            settled = time.time_ns() - stat[2] > SETTLED_NS
-            entry = dict(entry, stat=stat if settled else None)
+            entry = dict(entry, stat=stat if _settled(stat) else None)
         self.used.setdefault(key, {})[str(conc)] = entry
         return entry
 
@@ -126,7 +125,7 @@ class RenderMemo:
         """``path`` now holds what ``made_from`` makes (written, or found unchanged): its stat is kept
         once settled."""
         stat = _stat(path)
-        if stat is not None and time.time_ns() - stat[2] > SETTLED_NS:
+        if stat is not None and _settled(stat):
             self.files_used[str(path)] = [made_from, stat]
 
     def remember(self, key: str, conc: int, plan: dict, text: str) -> None:
@@ -161,6 +160,12 @@ def _stat(path) -> list[int] | None:
     except OSError:
         return None
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+def _settled(stat: list[int]) -> bool:
+    """Whether a stat may stand for the file's content: its last change (ctime) is older than a clock
+    tick could hide."""
+    return time.time_ns() - stat[2] > SETTLED_NS
 
 
 def _read(path: str) -> bytes:
