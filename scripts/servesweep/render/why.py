@@ -128,7 +128,7 @@ def recipe_staleness(root: Path, recipe: Recipe, cluster: Cluster, fingerprint, 
     """``fingerprint(conc)``: the point's current plan fingerprint; ``curve``: the recipe's curve one."""
     now = source_doc(recipe, cluster, False, curve)
     st, sources, explained = RecipeStaleness(recipe.name), [], {}
-    missing, present = [], _listing(root / os.path.dirname(result_file(recipe.name, 1)))
+    missing, present = [], _listing((root / result_file(recipe.name, recipe.concurrency[0])).parent)
     for conc in recipe.concurrency:
         path = root / result_file(recipe.name, conc)
         if path.name not in present:
