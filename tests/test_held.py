@@ -72,3 +72,33 @@ def test_a_lingering_held_stack_is_seen_from_render(tmp_path):
     assert not lingering_held(tmp_path)  # a local stack, not a held one
     (tmp_path / "current.json").write_text("[1")
     assert not lingering_held(tmp_path)
+
+
+def test_a_step_cut_by_the_jobs_end_counts_only_after_its_own_valid_result(tmp_path):
+    """The keeper may end the held job once the last expected point reported; Slurm then cancels that
+    point's step while its driver exits. Only a result this step wrote, for this plan, makes it a success."""
+    import json
+    import os
+    import time
+
+    from servesweep.contract import Plan
+    from servesweep.run.held import _result_written
+    from servesweep.tools.samples import result_doc
+
+    from helpers import plan_of
+
+    plan = Plan.from_json(plan_of("local-agg-2x-mocker"))
+    result = tmp_path / "c2.json"
+    since = time.time()
+    assert not _result_written(plan, result, since)  # none written
+    doc = result_doc("local-agg-2x-mocker", 2, 0.2, 1000.0)
+    doc["identity"]["plan_fingerprint"] = plan.fingerprints["plan"]
+    result.write_text(json.dumps(doc))
+    assert _result_written(plan, result, since)
+    os.utime(result, (since - 60, since - 60))
+    assert not _result_written(plan, result, since)  # an earlier run's
+    doc["identity"]["plan_fingerprint"] = "another plan"
+    result.write_text(json.dumps(doc))
+    assert not _result_written(plan, result, since)
+    result.write_text("{half a result")
+    assert not _result_written(plan, result, since)

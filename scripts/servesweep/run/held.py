@@ -27,6 +27,7 @@ from ..contract import CurveHint, Plan, batch_step_tasks
 from ..errors import plain_text
 from ..heartbeat import ENV as HEARTBEAT_ENV
 from ..stack_registry import Current
+from ..yamlio import checked_json
 from .curve import curve_state, expected_points, snakemake_ancestor, stacks_root
 from .driver import default_log_dir, keep_earlier_attempt
 from .driver_io import Say, now, private_plan
@@ -236,6 +237,7 @@ def run_held_point(plan_path: Path, result_path: Path, partition: str | None, ac
         j = held.wait_running(cur)
         say(f"stack: point runs as a step of Slurm job {cur.job} on {j.host}")
         argv = _step_argv(cur, j.host, plan_path, result_path, plan.concurrency)
+        started = time.time()
         step = subprocess.Popen(argv, start_new_session=True)  # a Ctrl-C reaches it through stop_step
         rc = step.wait()
     except (HeldFailed, AllocationError) as e:
@@ -248,10 +250,26 @@ def run_held_point(plan_path: Path, result_path: Path, partition: str | None, ac
     if rc != 0:
         after = _job_or_none(cur.job)
         if after is not None and not after.live:
+            if _result_written(plan, Path(result_path), started):
+                say(f"stack: Slurm job {cur.job} ended ({after.state}) as this point's step exited, after its result")
+                return 0
             why = f"the held stack's Slurm job {cur.job} ended ({after.state}) while this point ran"
             say(f"FAILED: {why}")
             _add_failure(plan, why)
     return rc
+
+
+def _result_written(plan: Plan, result_path: Path, since: float) -> bool:
+    """Whether this step's driver wrote the point's result (it does so last, atomically, and only for
+    a valid run): the stack's keeper may end the job once the last expected point has reported, and
+    Slurm then cancels that point's step while its driver exits."""
+    try:
+        if result_path.stat().st_mtime < since:
+            return False
+    except OSError:
+        return False
+    doc, _ = checked_json(result_path, "result.schema.yaml")
+    return isinstance(doc, dict) and doc["identity"]["plan_fingerprint"] == plan.fingerprints["plan"]
 
 
 def _step_argv(cur: Current, host: str, plan_path: Path, result_path: Path, conc: int) -> list[str]:
