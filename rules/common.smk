@@ -9,6 +9,7 @@ import sys
 from snakemake.exceptions import WorkflowError
 
 from servesweep import paths
+from servesweep.files import private_outputs
 from servesweep.render import smk
 from servesweep.render import workflow as sw
 from servesweep.render.entry import check_config_or_exit, linger_override, load_or_exit
@@ -20,6 +21,7 @@ def config_flag(key):
     return str(config.get(key, "")).lower() in ("1", "true", "yes")
 
 
+private_outputs()  # this Snakemake process and what it starts write owner-only files
 check_config_or_exit(config)
 CLUSTER = config.get("cluster", "local")
 # --config stack_reuse=0: one stack per point for this run (the drivers read it too).

@@ -91,6 +91,20 @@ def _vllm(replicas=2, *extra):
     return f
 
 
+def _agentx(then):
+    """A valid AgentX scenario (aiperf's lock, a pinned Weka corpus), then one conflicting change."""
+
+    def f(doc):
+        scen = doc["scenario"]
+        scen["aiperf_scenario"] = "inferencex-agentx-mvp"
+        scen["dataset"] = {"public": {"name": "semianalysis_cc_traces_weka_062126"}}
+        scen["duration_s"] = 1800
+        scen["warmup"] = {"agentic_cache_s": 600, "agentic_grace_s": 1800}
+        then(doc)
+
+    return f
+
+
 def _all(*fs):
     def f(doc):
         for g in fs:
@@ -183,8 +197,14 @@ CASES = [
     Case(
         "vllm-kv-events-multi",
         "engine.args[0]",
-        "gives each replica its own KV-event endpoint",
+        "one KV-event endpoint on loopback, from the port plan",
         _vllm(2, "--kv-events-config", '{"publisher":"zmq"}'),
+    ),
+    Case(
+        "vllm-kv-events-one-replica",
+        "engine.args[0]",
+        "--kv-events-config is owned by the launcher",
+        _vllm(1, "--kv-events-config", '{"publisher":"zmq","endpoint":"tcp://*:5557"}'),
     ),
     Case("owned-port", "engine.args[6]", "--port is owned by the launcher", _args("--port", 9000)),
     Case("owned-host", "engine.args[6]", "--host is owned by the launcher", _args("--host=0.0.0.0")),
@@ -335,6 +355,58 @@ CASES = [
         "engine.args[6]",
         "--data-parallel-addr abbreviates",
         _args("--data-parallel-addr", "10.0.0.1"),
+    ),
+    # each setting in the process that reads it; benchmarks as aiperf locks them (issue #37)
+    Case(
+        "router-env-on-workers",
+        "engine.env.DYN_ROUTER_ACTIVE_REQUEST_EXPIRY_SECS",
+        "read by the KV router in dynamo.frontend, never by a worker",
+        _set("engine.env", {"DYN_ROUTER_ACTIVE_REQUEST_EXPIRY_SECS": "3600"}),
+    ),
+    Case(
+        "router-env-on-decode",
+        "topology.disaggregated.decode.env.DYN_ROUTER_ACTIVE_REQUEST_EXPIRY_SECS",
+        "move it to frontend.env",
+        _set("topology.disaggregated.decode.env", {"DYN_ROUTER_ACTIVE_REQUEST_EXPIRY_SECS": "3600"}),
+        base="dis",
+    ),
+    Case(
+        "system-env-on-frontend",
+        "frontend.env.DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS",
+        "read by the workers, never by the frontend",
+        _set("frontend.env", {"DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS": '["generate"]'}),
+    ),
+    Case(
+        "agentx-on-a-local-trace",
+        "scenario.dataset",
+        "a Weka corpus aiperf can verify",
+        _all(_set("scenario.aiperf_scenario", "inferencex-agentx-mvp"), _set("scenario.duration_s", 900)),
+    ),
+    Case("agentx-too-short", "scenario.duration_s", "runs at least 900 s", _agentx(_set("scenario.duration_s", 600))),
+    Case(
+        "agentx-request-warmup",
+        "scenario.warmup.requests",
+        "warms up by agentic replay",
+        _agentx(_set("scenario.warmup", {"requests": 8})),
+    ),
+    Case("agentx-request-count", "scenario.requests", "runs for a duration", _agentx(_set("scenario.requests", 99))),
+    Case(
+        "agentx-completions",
+        "scenario.endpoint",
+        "replays conversations",
+        _agentx(_set("scenario.endpoint", "completions")),
+    ),
+    Case(
+        "agentic-warmup-on-mooncake",
+        "scenario.warmup.agentic_cache_s",
+        "agentic replay of a Weka trace only",
+        _set("scenario.warmup", {"agentic_cache_s": 10}),
+    ),
+    Case(
+        "warmup-requests-and-duration",
+        "scenario.warmup",
+        "not both",
+        _set("scenario.warmup", {"requests": 4, "duration_s": 5}),
     ),
     # hostile or unlucky input: floats and dates for integers, infinities, absurd counts, deep nesting, alias bombs
     Case("float-replicas", "topology.aggregated.replicas", "whole number", _set("topology.aggregated.replicas", 2.0)),

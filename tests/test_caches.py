@@ -89,10 +89,12 @@ def test_errors_are_never_cached_and_odd_types_are_not_kept(tmp_path):
     assert not c.used  # an int key would not survive JSON
 
 
-def test_write_if_changed_is_atomic_honours_umask_and_skips_equal_content(tmp_path):
+def test_write_if_changed_is_atomic_private_and_skips_equal_content(tmp_path):
+    before = _umask()
     p = tmp_path / "d" / "plan.json"
     assert write_if_changed(p, "{}\n") is True
-    assert stat.S_IMODE(p.stat().st_mode) == 0o666 & ~_umask()
+    assert stat.S_IMODE(p.stat().st_mode) == 0o600  # private where it is written, whatever the umask
+    assert _umask() == before  # and the process's umask untouched
     mtime = p.stat().st_mtime_ns
     assert write_if_changed(p, "{}\n") is False and p.stat().st_mtime_ns == mtime
     assert write_if_changed(p, '{"a":1}\n') is True and p.read_text() == '{"a":1}\n'
@@ -112,3 +114,18 @@ def test_an_unwritable_cache_only_costs_time(tmp_path):
     doc, problems = load_yaml(tmp_path / "r.yaml", cache=c)
     c.save()
     assert doc == yaml.safe_load(TEXT) and not problems
+
+
+def test_loading_the_workflow_in_process_leaves_the_umask_alone(tmp_path):
+    """A test process that loads the workflow (plans written, memo saved) keeps its umask: daemons a
+    later test starts (munged's /run/munge) must not inherit an owner-only one by accident."""
+    from servesweep.render.entry import load_or_exit
+
+    from helpers import LOCAL_RECIPES, copy_workflow
+
+    wf = copy_workflow(tmp_path / "wf", LOCAL_RECIPES)
+    before = _umask()
+    load_or_exit(wf, "local")
+    assert _umask() == before
+    plans = list((wf / ".plans").rglob("*.json"))
+    assert plans and all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in plans)

@@ -15,7 +15,7 @@ from servesweep.report.capacity import capacity_doc, load_capacities
 from servesweep.report.summary import build_summary
 from servesweep.tools.samples import result_doc
 
-GARBAGE = {"truncated": '{"schema": "servesweep.result/2", "iden', "list": "[1, 2, 3]", "empty": ""}
+GARBAGE = {"truncated": '{"schema": "servesweep.result/3", "iden', "list": "[1, 2, 3]", "empty": ""}
 
 
 @pytest.fixture

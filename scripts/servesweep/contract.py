@@ -20,7 +20,7 @@ from typing import NamedTuple
 from . import paths
 from .yamlio import checked_json, schema_errors
 
-PLAN_SCHEMA = "servesweep.plan/6"
+PLAN_SCHEMA = "servesweep.plan/7"
 # The runtime-reference grammar: {KIND:PROC[.PORT]} or {NAME}; only the run resolves them.
 REF_KINDS = ("addr", "port", "rank_port")
 REF_NAMES = ("job_id", "run_dir", "workdir", "namespace", "servesweep_python")
@@ -204,6 +204,8 @@ class Benchmark:
     dataset: dict
     session_header: str | None
     scenario: str
+    aiperf_scenario: str | None  # a scenario aiperf locks (--scenario), e.g. inferencex-agentx-mvp
+    scenario_override: bool  # --unsafe-override: a rehearsal below the lock; aiperf marks it not submission-valid
     aiperf: str
     tokenizer: str | None
     hf_home: str | None

@@ -7,20 +7,18 @@ import os
 import tempfile
 from pathlib import Path
 
-_UMASK = os.umask(0o022)
-os.umask(_UMASK)  # read once; mkstemp makes 0600 files, a plain open() would honour the umask
+PRIVATE_FILE = 0o600  # what write_if_changed gives every file, whatever the process's umask
 
 
 def private_outputs() -> None:
-    """From here on everything this process (and what it starts) writes is owner-only: plans,
-    results, logs, caches. On a shared cluster filesystem no one else reads or alters a measurement."""
-    global _UMASK
+    """For a process's entry point only (the Snakefile, a driver's main), never on import or load:
+    from here on everything this process (and what it starts) writes is owner-only: plans, results,
+    logs, caches. On a shared cluster filesystem no one else reads or alters a measurement."""
     os.umask(0o077)
-    _UMASK = 0o077
 
 
 def write_if_changed(path: Path, text: str) -> bool:
-    """Atomic write (temp + rename) only when content differs; True if written."""
+    """Atomic, owner-only write (temp + rename) only when content differs; True if written."""
     path, data = Path(path), text.encode()
     try:
         with open(path, "rb") as f:  # bytes: half the cost of read_text, which a dry run pays per plan
@@ -31,7 +29,7 @@ def write_if_changed(path: Path, text: str) -> bool:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        os.fchmod(fd, 0o666 & ~_UMASK)
+        os.fchmod(fd, PRIVATE_FILE)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, path)

@@ -71,9 +71,19 @@ def _client_checks(plan: Plan, workdir: Path, result: Path) -> list[tuple[str, s
     if "path" in b.dataset:
         path, fld = b.dataset["path"], f"scenario.dataset.{b.dataset['kind']}.path"
         side = " on the host, where aiperf reads it" + (" (through the container's mounts)" if mounts else "")
-        out.append((recipe, fld, f"{path} does not exist{side}", (workdir / path).is_file()))
+        folder = b.dataset.get("format") == "weka"  # a folder of trace files (or one file)
+        found = (workdir / path).exists() if folder else (workdir / path).is_file()
+        out.append((recipe, fld, f"{path} does not exist{side}", found))
     if b.hf_home:
         out.append((facts, "hf_home", f"{b.hf_home} is not a directory", (workdir / b.hf_home).is_dir()))
+    if b.dataset["kind"] == "public":  # the site's copy, where the datasets library looks offline
+        cached = (
+            Path(b.hf_home or "~/.cache/huggingface").expanduser()
+            / "hub"
+            / ("datasets--" + b.dataset["hf_repo"].replace("/", "--"))
+        )
+        reason = f"{b.dataset['name']} is not in the Hugging Face cache ({cached}); nothing is downloaded"
+        out.append((recipe, "scenario.dataset.public.name", reason, (workdir / cached).is_dir()))
     reason = f"{result.parent} is not a writable directory (or a file is in its way)"
     out.append((recipe, "result", reason, _writable(result.parent)))
     return out

@@ -135,6 +135,7 @@ PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP
             shutil.chown(key, "munge", "munge")
             key.chmod(0o400)
         Path("/run/munge").mkdir(parents=True, exist_ok=True)
+        os.chmod("/run/munge", 0o755)  # munged needs x for all, whatever the test process's umask
         shutil.chown("/run/munge", "munge", "munge")
         sh("runuser", "-u", "munge", "--", "/usr/sbin/munged")
         self.started_munge = True

@@ -60,12 +60,13 @@ class Planes:
 
     discovery: str  # file | etcd
     event_plane: str  # zmq | nats
+    tls: bool = True  # mutual TLS on the request plane (cluster fact control_plane.request_plane_tls)
 
     def flags(self) -> list[str]:
         return ["--discovery-backend", self.discovery, "--request-plane", "tcp", "--event-plane", self.event_plane]
 
     def env(self) -> dict:
-        env = {"DYN_NAMESPACE": "{namespace}", **REQUEST_PLANE_TLS}
+        env = {"DYN_NAMESPACE": "{namespace}", **(REQUEST_PLANE_TLS if self.tls else {})}
         if self.discovery == "file":
             env["DYN_FILE_KV"] = "{run_dir}/discovery"
         else:  # the stack's own etcd, with the credential the driver makes when it starts the stack

@@ -15,7 +15,6 @@ from typing import Protocol
 
 from ..contract import batch_step_tasks
 from ..errors import InputError, Problem
-from ..files import private_outputs
 from ..paths import plan_file, selection_file
 from . import why
 from .selection import Selection
@@ -160,8 +159,8 @@ def load_or_exit(
     linger_s: float | None = None,
 ) -> RuleView:
     """For the Snakefile: validate, write the plans; a clean report and exit 2 instead of a traceback.
-    In a job's nested snakemake, only read what the main process wrote."""
-    private_outputs()
+    In a job's nested snakemake, only read what the main process wrote. The caller makes its process's
+    outputs private (rules/common.smk): loading never changes the umask of whoever loads it."""
     if not main_process:
         return SubmittedPlans(root, cluster)
     with gc_paused():

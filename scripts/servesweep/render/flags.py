@@ -27,6 +27,8 @@ _HOST_PORT = "the launcher sets host and port per process"
 _DP = "the launcher sets the DP layout from topology (dp, launch)"
 _PLANES = "the launcher sets discovery and transport for each stack"
 _MODEL = "the launcher sets the model from model.path / model.name"
+# one publisher per process: a second config would win (the last flag) and bind a port outside the plan
+_KV_EVENTS = "it gives each process one KV-event endpoint on loopback, from the port plan, when the router is kv"
 _ENGINE_OWNED = {
     "--host": _HOST_PORT,
     "--port": _HOST_PORT,
@@ -130,20 +132,12 @@ def owned_match(flag: str, owned: dict) -> tuple[str, str] | None:
     return None
 
 
-def owned_flag_problems(kind_name: str, args: list, field: str, multi_replica: bool) -> list[tuple[str, str]]:
+def owned_flag_problems(kind_name: str, args: list, field: str) -> list[tuple[str, str]]:
     kind, out = kinds.get(kind_name), []
     owned = {**_ENGINE_OWNED, **kind.owned_flags}
+    if kind.kv_events_per_replica:
+        owned["--kv-events-config"] = _KV_EVENTS
     for flag, _, i in iter_flags(args):
-        if flag == "--kv-events-config":
-            if multi_replica and kind.kv_events_per_replica:
-                out.append(
-                    (
-                        f"{field}[{i}]",
-                        "--kv-events-config with several replicas: the launcher gives each replica its "
-                        "own KV-event endpoint; remove it",
-                    )
-                )
-            continue
         hit = owned_match(flag, owned)
         if hit:
             out.append((f"{field}[{i}]", f"{hit[0]} is owned by the launcher: {hit[1]}"))

@@ -7,13 +7,12 @@ what the point rule depends on, so it holds only what affects that point.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-from ..contract import PLAN_SCHEMA, REPEAT_COOLDOWN_S, Process, host_side
+from ..contract import PLAN_SCHEMA, Process
 from ..encode import digest, encode
 from ..errors import InputError, Problem
-from . import engines, kinds, kvstore, preamble, topology
+from . import benchmark, engines, kinds, kvstore, preamble, topology
 from .cluster import Cluster
 from .kinds.dynamo_frontend import FRONTEND
 from .plantext import POINT_KEYS, LayoutTexts
@@ -21,7 +20,6 @@ from .ports import PortAllocator, binding_collisions, usable_slots
 from .recipe import PLACEHOLDER, RUNTIME_PLACEHOLDERS, Recipe
 
 REHEARSAL_MODEL = "tiny-llama"
-REHEARSAL_DATASET = {"synthetic": {"isl": 256, "osl": 32, "entries": 500}}
 
 
 def _fill(node, values: dict):
@@ -58,62 +56,6 @@ def _merge_env(*layers: dict) -> dict:
     return out
 
 
-def _benchmark(doc: dict, conc: int, cluster: Cluster, rehearsal: Cluster | None) -> dict:
-    scen = doc["scenario"]
-    dataset = scen["dataset"]
-    duration = scen.get("duration_s")
-    requests = scen.get("requests")
-    warmup = dict(scen.get("warmup") or {})
-    grace = scen.get("grace_s", DEFAULT_GRACE_S)
-    tools = rehearsal or cluster
-    if rehearsal is not None:
-        dataset = REHEARSAL_DATASET
-        conc = min(conc, rehearsal.rehearsal_max_concurrency)
-        cap = rehearsal.rehearsal_max_duration_s
-        grace = min(grace, cap)
-        duration, requests = (min(duration, cap), None) if duration else (None, min(requests, conc * 4))
-        warmup = {"requests": min(warmup.get("requests", 0), conc)} if warmup else {}
-    (kind, ds), *_ = dataset.items()
-    if "path" in ds and doc.get("image") and cluster.container_runtime and rehearsal is None:
-        # the recipe names the path its engines see (placeholders are container-side); aiperf runs on the host
-        host = host_side(ds["path"], cluster.container_mounts)
-        ds = {**ds, "path": host} if host is not None else ds
-    return {
-        "endpoint": scen.get("endpoint", "chat"),
-        "streaming": True,
-        "concurrency": conc,
-        "duration_s": duration,
-        "grace_s": grace,
-        "repeats": 1 if rehearsal is not None else doc.get("repeats", 1),
-        "request_count": requests,
-        "warmup": warmup,
-        "dataset": {"kind": kind, **ds},
-        "session_header": scen.get("session_header"),
-        "scenario": scen["name"],
-        "aiperf": tools.aiperf,
-        "tokenizer": tools.tokenizer,
-        "hf_home": tools.hf_home,
-    }
-
-
-DEFAULT_GRACE_S = 30  # aiperf's --benchmark-grace-period unless scenario.grace_s says otherwise
-
-
-def _time_budget(doc: dict, cluster: Cluster, bench: dict) -> dict:
-    """A job's time: one startup (the readiness timeout) plus each point's warm-up, run and grace,
-    plus the cluster's margin. A curve on one stack pays the startup once."""
-    readiness = (doc.get("readiness") or {}).get("timeout_s", cluster.readiness_timeout_s)
-    run = bench["duration_s"] or 600
-    warm = bench["warmup"].get("duration_s", 0) + (60 if bench["warmup"].get("requests") else 0)
-    k = bench["repeats"]
-    point = warm + k * (run + bench["grace_s"]) + (k - 1) * REPEAT_COOLDOWN_S
-    return {
-        "startup_s": readiness + cluster.runtime_margin_s,
-        "point_s": point,
-        "runtime_min": math.ceil((readiness + point + cluster.runtime_margin_s) / 60),
-    }
-
-
 def render(
     recipe: Recipe, cluster: Cluster, conc: int, rehearsal: Cluster | None = None, layout: tuple | None = None
 ) -> dict:
@@ -135,11 +77,11 @@ def render_point(
     """
     base, doc, texts = layout or globals()["layout"](recipe, cluster, rehearsal)
     run_cluster = rehearsal or cluster
-    bench = _benchmark(doc, conc, cluster, rehearsal)
+    bench = benchmark.settings(doc, conc, cluster, rehearsal)
     plan = dict(base)
     plan["point"] = conc  # the target's concurrency (rehearsal may cap the one it runs)
     plan["benchmark"] = bench
-    plan["resources"] = dict(base["resources"], **_time_budget(doc, run_cluster, bench))
+    plan["resources"] = dict(base["resources"], **benchmark.time_budget(doc, run_cluster, bench))
     values = {k: encode(plan[k]) for k in POINT_KEYS}
     values["curve_benchmark"] = encode({k: v for k, v in bench.items() if k != "concurrency"})
     plan["fingerprints"] = {
@@ -192,7 +134,12 @@ def layout(recipe: Recipe, cluster: Cluster, rehearsal: Cluster | None = None) -
         client_url=f"http://{{addr:{client}}}:{{port:{client}.http}}",
         frontends=[f.name for f in frontends],
         balancer=balancer,
-        discovery={"backend": planes.discovery, "event_plane": planes.event_plane, "namespace": "{namespace}"},
+        discovery={
+            "backend": planes.discovery,
+            "event_plane": planes.event_plane,
+            "namespace": "{namespace}",
+            "request_plane_tls": planes.tls,
+        },  # fmt: skip
     )
     return plan, doc, LayoutTexts.of(plan)
 
@@ -219,7 +166,7 @@ def _planes(recipe: Recipe, doc: dict, cluster: Cluster, nodes: int) -> engines.
     discovery = cp.get("discovery") or default
     if discovery == "file" and nodes > 1:  # recipe.cluster_problems reports it with the recipe's file
         raise topology.PlacementError([("control_plane.discovery", "file discovery across nodes")])
-    return engines.Planes(discovery, cp.get("event_plane") or "zmq")
+    return engines.Planes(discovery, cp.get("event_plane") or "zmq", cp.get("request_plane_tls", True))
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 from ..contract import RUNTIME_REF, SECRET_NAME, USER_REF_NAMES
 from ..errors import InputError, Problem
 from ..yamlio import ParseCache, load_yaml, schema_problems
-from . import flags, kinds, kvstore, preamble, topology
+from . import env_readers, flags, kinds, kvstore, preamble, scenarios, topology
 from .cluster import Cluster
 from .topology import Role
 
@@ -164,6 +164,7 @@ def _sweep_problems(recipe: Recipe, stem: str | None) -> list[Problem]:
         out.append(Problem(label, "scenario", "give duration_s or requests, not both"))
     if "duration_s" not in scen and "requests" not in scen:
         out.append(Problem(label, "scenario.duration_s", "give duration_s or requests"))
+    out += [Problem(label, f, reason) for f, reason in scenarios.problems(scen)]
     return out + _capacity_problems(recipe)
 
 
@@ -207,13 +208,12 @@ def _engine_problems(recipe: Recipe) -> list[Problem]:
 def _arg_problems(recipe: Recipe) -> list[Problem]:
     doc, label, out = recipe.doc, recipe.source, []
     kind, roles = recipe.engine_kind, recipe.roles()
-    multi = sum(r.workers for r in roles) > 1
     arg_lists = [("engine.args", list(doc["engine"].get("args", [])))]
     arg_lists += [(f"{r.field}.args", list(r.args)) for r in roles if r.args]
     for fld, args in arg_lists:
         out += _arg_shape_problems(args, fld, label)
         out += _json_problems(args, fld, label)
-        out += [Problem(label, f, reason) for f, reason in flags.owned_flag_problems(kind, args, fld, multi)]
+        out += [Problem(label, f, reason) for f, reason in flags.owned_flag_problems(kind, args, fld)]
     fe_args = list((doc.get("frontend") or {}).get("args", []))
     out += _arg_shape_problems(fe_args, "frontend.args", label)
     out += [Problem(label, f, reason) for f, reason in flags.owned_frontend_flag_problems(fe_args)]
@@ -222,14 +222,17 @@ def _arg_problems(recipe: Recipe) -> list[Problem]:
 
 def _env_problems(recipe: Recipe) -> list[Problem]:
     doc, label, out = recipe.doc, recipe.source, []
-    env_fields = [("env", doc.get("env", {})), ("engine.env", doc["engine"].get("env", {}))]
-    env_fields += [("frontend.env", (doc.get("frontend") or {}).get("env", {}))]
-    env_fields += [(f"{r.field}.env", r.env) for r in recipe.roles()]
+    env_fields = [("env", doc.get("env", {}), None), ("engine.env", doc["engine"].get("env", {}), env_readers.WORKER)]
+    env_fields += [("frontend.env", (doc.get("frontend") or {}).get("env", {}), env_readers.FRONTEND)]
+    env_fields += [(f"{r.field}.env", r.env, env_readers.WORKER) for r in recipe.roles()]
     owned = flags.owned_env(recipe.engine_kind)
-    for fld, env in env_fields:
+    for fld, env, placed_on in env_fields:
         for k, v in env.items():
+            misplaced = placed_on and env_readers.misplaced(k, placed_on)
             if k in owned:
                 out.append(Problem(label, f"{fld}.{k}", f"{k} is set by the launcher per process; remove it"))
+            elif misplaced:
+                out.append(Problem(label, f"{fld}.{k}", misplaced))
             elif SECRET_NAME.search(k) and not isinstance(v, dict):
                 out.append(
                     Problem(

@@ -9,6 +9,9 @@ from ..encode import num_arg
 from . import metrics, repeats
 from .spawn import Context
 
+# a trace's format (recipe scenario.dataset.trace.format) -> aiperf --custom-dataset-type
+TRACE_TYPES = {"mooncake": "mooncake_trace", "weka": "weka_trace"}
+
 
 def aiperf_argv(plan: Plan, ctx: Context, artifact_dir: Path, server_metrics: list[str]) -> list[str]:
     b = plan.benchmark
@@ -29,29 +32,46 @@ def aiperf_argv(plan: Plan, ctx: Context, artifact_dir: Path, server_metrics: li
     if b.repeats > 1:
         argv += ["--num-profile-runs", str(b.repeats), "--confidence-level", str(repeats.CONFIDENCE)]
         argv += ["--profile-run-cooldown-seconds", str(REPEAT_COOLDOWN_S)]
-    w = b.warmup
+    argv += _warmup_args(b.warmup) + _dataset_args(b.dataset)
+    if b.aiperf_scenario:  # aiperf applies the lock itself (timing mode, ignore-EOS, cache bust)
+        argv += ["--scenario", b.aiperf_scenario] + (["--unsafe-override"] if b.scenario_override else [])
+    if b.session_header:
+        argv += ["--session-header", b.session_header]
+    if server_metrics:
+        argv += ["--server-metrics", *server_metrics]
+    return argv
+
+
+def _warmup_args(w: dict) -> list[str]:
+    argv = []
     if w.get("requests"):
         argv += ["--warmup-request-count", str(w["requests"])]
     if w.get("duration_s"):
         argv += ["--warmup-duration", num_arg(w["duration_s"])]
-    ds = b.dataset
+    if w.get("agentic_cache_s"):
+        argv += ["--agentic-cache-warmup-duration", num_arg(w["agentic_cache_s"])]
+    if w.get("agentic_grace_s"):
+        argv += ["--agentic-warmup-grace-period", num_arg(w["agentic_grace_s"])]
+    return argv
+
+
+def _dataset_args(ds: dict) -> list[str]:
+    argv = []
     if ds["kind"] == "synthetic":
         argv += ["--synthetic-input-tokens-mean", str(ds["isl"]), "--output-tokens-mean", str(ds["osl"])]
         if ds.get("isl_stddev"):
             argv += ["--synthetic-input-tokens-stddev", str(ds["isl_stddev"])]
         argv += ["--num-dataset-entries", str(ds.get("entries", 3000))]
     elif ds["kind"] == "trace":
-        argv += ["--input-file", ds["path"], "--custom-dataset-type", "mooncake_trace"]
+        argv += ["--input-file", ds["path"], "--custom-dataset-type", TRACE_TYPES[ds.get("format", "mooncake")]]
         if ds.get("block_size"):
             argv += ["--isl-block-size", str(ds["block_size"])]
         if ds.get("fixed_schedule"):
             argv.append("--fixed-schedule")
+    elif ds["kind"] == "public":  # read offline from hf_home (HF_HUB_OFFLINE=1, aiperf_env)
+        argv += ["--public-dataset", ds["name"]]
     else:
         argv += ["--input-file", ds["path"], "--custom-dataset-type", "multi_turn"]
-    if b.session_header:
-        argv += ["--session-header", b.session_header]
-    if server_metrics:
-        argv += ["--server-metrics", *server_metrics]
     return argv
 
 

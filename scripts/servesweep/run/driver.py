@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import paths, preflight
-from ..contract import PREAMBLE_SCRIPT, Plan, plan_source, stack_reuse_allowed, without_secrets
+from ..contract import PREAMBLE_SCRIPT, Plan, plan_source, stack_reuse_allowed
 from ..errors import plain_text
 from ..heartbeat import Watch
 from ..preflight import PreflightFailed
@@ -22,7 +22,7 @@ from .curve import Invocation, SharedStack, reset_prefix_caches
 from .driver_io import Interrupted, Say, now, private_plan, raise_interrupt
 from .preamble import running_versions
 from .ready import PointFailed, registration_drift
-from .spawn import LocalSpawner, MissingSecret, die_with_parent, stop_all
+from .spawn import LocalSpawner, MissingSecret, die_with_parent, inherited_env, stop_all
 from .stack import Stack
 
 
@@ -192,7 +192,7 @@ def _measure(plan: Plan, stack, run_dir: Path, say, cleanup: list) -> Measuremen
     argv = bench.aiperf_argv(plan, ctx, art, list(engine_urls))
     short_tmp = Path(tempfile.mkdtemp(prefix="servesweep-"))
     cleanup.append(lambda: shutil.rmtree(short_tmp, ignore_errors=True))
-    env = bench.aiperf_env(plan, run_dir, short_tmp, without_secrets(os.environ))  # aiperf needs no credential
+    env = bench.aiperf_env(plan, run_dir, short_tmp, inherited_env(os.environ))  # the allowlist: no credential
     b = plan.benchmark
     say(
         f"bench: aiperf at concurrency {b.concurrency} for "

@@ -13,7 +13,7 @@ from ..files import write_if_changed
 from ..yamlio import schema_errors
 from . import bench, metrics
 
-RESULT_SCHEMA = "servesweep.result/2"
+RESULT_SCHEMA = "servesweep.result/3"
 ROOT = Path(__file__).resolve().parents[3]
 
 
@@ -297,6 +297,21 @@ class RunFacts:
     stack: dict  # id, position, startup_s, caches_reset, caches_reset_note
 
 
+def measurement_terms(plan: Plan, export: dict) -> dict:
+    """What changes what a point measures beyond its layout: the scenario aiperf locked (and whether
+    aiperf stamped the run submission-valid), and whether Dynamo's request plane ran mutual TLS."""
+    locked = None
+    if plan.benchmark.aiperf_scenario:
+        meta = export.get("metadata") or {}
+        locked = {
+            "name": plan.benchmark.aiperf_scenario,
+            "submission_valid": meta.get("submission_valid"),
+            "invalid_reasons": list(meta.get("submission_invalid_reasons") or []),
+        }
+    dynamo = any("DYN_NAMESPACE" in p.env for p in plan.processes)
+    return {"aiperf_scenario": locked, "request_plane_tls": plan.discovery["request_plane_tls"] if dynamo else None}
+
+
 def document(plan: Plan, figs: dict, why: dict, export: dict, run: RunFacts) -> dict:
     """The result file's content (schemas/result.schema.yaml). SLO verdicts are the summary's:
     they follow the recipe's current SLO, which is not part of the plan."""
@@ -315,6 +330,7 @@ def document(plan: Plan, figs: dict, why: dict, export: dict, run: RunFacts) -> 
         "recipe_engine": plan.recipe_engine,
         "model": plan.model["name"],
         "scenario": plan.benchmark.scenario,
+        **measurement_terms(plan, export),
         "topology": plan.topology,
         "discovery": plan.discovery["backend"],
         "stack": run.stack,

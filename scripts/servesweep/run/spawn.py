@@ -49,6 +49,23 @@ exec "$@"
 STEP_WRAPPER = ["/bin/sh", "-c", STEP_SCRIPT, "sh"]
 
 
+# The driver's variables a started process inherits; the rest of its env is the plan's. Nothing else
+# passes: not the job's GPU list (CUDA_VISIBLE_DEVICES), not a system port, not a user's DYN_*/VLLM_*.
+# PATH/LD_LIBRARY_PATH: a site's modules on bare metal; SLURM_JOB_ID/SLURM_JOBID/SLURM_CONF: what srun
+# needs to start a step in this job (the step's own SLURM_* come from slurmstepd, not from here).
+INHERITED_ENV = frozenset(
+    {"PATH", "LD_LIBRARY_PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM",
+     "SLURM_JOB_ID", "SLURM_JOBID", "SLURM_CONF", "SLURM_CLUSTER_NAME"}
+)  # fmt: skip
+INHERITED_PREFIXES = ("LC_",)
+
+
+def inherited_env(environ) -> dict:
+    """The allowlisted part of the driver's environment (credentials never among it)."""
+    keep = {k: v for k, v in environ.items() if k in INHERITED_ENV or k.startswith(INHERITED_PREFIXES)}
+    return without_secrets(keep)
+
+
 class MissingSecret(Exception):
     pass
 
@@ -116,11 +133,12 @@ class Context:
     def env(self, proc: Process, base: dict | None = None, rehearsal: bool = False) -> tuple[dict, set[str]]:
         """The process env and the names whose values are secret.
 
-        Values by reference are read from the driver's environment only here, at
-        spawn time: they never enter a plan, a result or a log line. Credentials in the driver's
+        The driver's environment passes only through the allowlist (INHERITED_ENV); the rest is the
+        plan's. Values by reference are read from the driver's environment only here, at spawn
+        time: they never enter a plan, a result or a log line. Credentials in the driver's
         environment reach a process only if its own env names them.
         """
-        env = without_secrets(os.environ if base is None else base)
+        env = inherited_env(os.environ if base is None else base)
         secret = set()
         for k, v in proc.env.items():
             if isinstance(v, dict) and "from_stack" in v:

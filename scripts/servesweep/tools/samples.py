@@ -37,7 +37,7 @@ def _figures(conc, ttft_p95, tps, gpus, workers, errors) -> dict:
 
 def result_doc(recipe, conc, ttft_p95, tps, gpus=2, scenario="chat", workers=None, errors=0):
     return {
-        "schema": "servesweep.result/2",
+        "schema": "servesweep.result/3",
         "identity": {
             "recipe": recipe,
             "concurrency": conc,
@@ -52,6 +52,8 @@ def result_doc(recipe, conc, ttft_p95, tps, gpus=2, scenario="chat", workers=Non
             "recipe_engine": SAMPLE_KIND.name,
             "model": "m",
             "scenario": scenario,
+            "aiperf_scenario": None,
+            "request_plane_tls": True,
             "topology": {"kind": "aggregated", "gpus": gpus, "nodes": 1, "processes": 3, "replicas": 2},
             "discovery": "file",
             "stack": {
