@@ -32,6 +32,25 @@ STACK_PROGRAMS = (
 )  # fmt: skip
 
 
+# Opting out of tests the machine cannot run: SERVESWEEP_SKIP=slurm,root (a comma list). Without it a
+# missing prerequisite fails the test, naming what did not run; with it the test is skipped with that
+# reason, and pytest's closing lines count the skips and say why (-ra).
+SKIP_ENV = "SERVESWEEP_SKIP"
+
+
+def require(prerequisite: str, missing: str | None) -> None:
+    """Fail (or, opted out, skip) when ``missing`` says why the machine lacks ``prerequisite``."""
+    import pytest
+
+    if not missing:
+        return
+    opted_out = prerequisite in os.environ.get(SKIP_ENV, "").split(",")
+    message = f"{prerequisite} tests did not run: {missing}"
+    if opted_out:
+        pytest.skip(f"{message} ({SKIP_ENV} opts out)")
+    pytest.fail(f"{message}; to run without them, set {SKIP_ENV}={prerequisite}", pytrace=False)
+
+
 def copy_workflow(dest: Path, recipes: list[str] | None = None) -> Path:
     return workcopy.copy_workflow(ROOT, dest, recipes)
 

@@ -194,31 +194,70 @@ def _workers_reach_the_store(wf, workers: int) -> bool:
     return len(named) >= workers and all(n in listening for n in named)
 
 
+# the driver's environment as a Slurm step would hand it over: the job's GPU list and a system port
+DRIVER_LEAKS = {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7", "DYN_SYSTEM_PORT": "9999"}
+NON_ENGINE = {
+    "frontend": "dynamo.frontend",
+    "etcd": "/usr/bin/etcd",
+    "guard": "sysguard.py",
+    "store": "mooncake_master",
+}
+
+
+def _non_engine_envs(wf) -> dict | None:
+    """The live environments (/proc/<pid>/environ) of the stack's frontend, etcd, guard and KV store."""
+    try:
+        envs = {role: [p.environ() for p in _in(wf, needle)] for role, needle in NON_ENGINE.items()}
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+    return envs if all(envs.values()) else None
+
+
 def test_rehearsal_of_a_production_recipe_runs_its_layout_locally(tmp_path):
-    """DSV4 GB300 1P1D (4 nodes, per_node DEP8): same processes, ports, env and readiness, mockers as engines."""
+    """DSV4 GB300 1P1D (4 nodes, per_node DEP8): same processes, ports, env and readiness, mockers as engines;
+    its benchmark is aiperf's AgentX scenario replaying a generated Weka trace for real; no process but the
+    engines sees a GPU list or a system port, whatever the driver's environment holds."""
     name = "dsv4-pro-gb300-1p1d-pdep8-ddep8-mtp"
     wf = copy_workflow(tmp_path / "wf", [name])
     target = f"results/rehearsal/{name}/c384.json"
+    envs = {}
     with no_processes_left(wf):
         cmd = [str(BIN / "snakemake"), "--profile", "profiles/local", target, "--config", "cluster=gb300"]
         cmd.append("rehearsal=1")
         with open(tmp_path / "snakemake.out", "w") as out:
             run = subprocess.Popen(
                 cmd, cwd=wf, stdout=out, stderr=subprocess.STDOUT,
-                env=dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}"),
+                env=dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", **DRIVER_LEAKS),
             )  # fmt: skip
-        try:  # while it runs: every worker's own env names the live Mooncake master (its connector needs one)
-            seen = wait_until(
-                lambda: "ended" if run.poll() is not None else _workers_reach_the_store(wf, 4) and "reached",
-                300,
-                "four workers pointed at a live Mooncake master",
-            )
+
+        def live():  # every worker's own env names the live Mooncake master (its connector needs one)
+            if run.poll() is not None:
+                return "ended"
+            envs.update(_non_engine_envs(wf) or {})
+            return _workers_reach_the_store(wf, 4) and envs and "reached"
+
+        try:
+            seen = wait_until(live, 300, "four workers pointed at a live Mooncake master")
         finally:
             run.wait(timeout=600)
     out = (tmp_path / "snakemake.out").read_text()
     assert run.returncode == 0 and seen == "reached", out[-4000:]
+    for role, found in envs.items():
+        for env in found:
+            assert not set(DRIVER_LEAKS) & set(env), (role, sorted(set(DRIVER_LEAKS) & set(env)))
+    assert all(e.get("DYN_ROUTER_ACTIVE_REQUEST_EXPIRY_SECS") == "3600" for e in envs["frontend"])
     doc = json.loads((wf / target).read_text())
     assert validate_result(doc) == []
+    # aiperf's own AgentX scenario, below its lock's minimum: stamped not submission-valid by aiperf
+    locked = doc["identity"]["aiperf_scenario"]
+    assert locked["name"] == "inferencex-agentx-mvp" and locked["submission_valid"] is False, locked
+    assert "unsafe_override" in locked["invalid_reasons"] and doc["identity"]["request_plane_tls"] is True
+    f = doc["figures"]
+    assert f["requests_completed"] > 0 and f["requests_errored"] == 0 and f["requests_cancelled"] >= 0
+    export = json.loads((wf / doc["artifacts"] / "profile_export_aiperf.json").read_text())
+    (phase,) = export["input_config"]["phases"]
+    assert phase["timing_mode"] == "agentic_replay" and phase["agentic_cache_warmup_duration"] > 0
+    assert export["input_config"]["datasets"][0]["format"] == "weka_trace"
     assert doc["identity"]["rehearsal"] and doc["identity"]["recipe_engine"] == "dynamo.vllm"
     assert doc["identity"]["point"] == 384 and doc["identity"]["concurrency"] <= 32
     # hybrid load balancing: every node of a DEP8 worker registers and serves (none is headless)

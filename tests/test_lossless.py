@@ -15,6 +15,8 @@ import pytest
 from servesweep.errors import plain_text
 from servesweep.run import driver
 
+from helpers import require
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -63,10 +65,11 @@ def test_port_slot_locks_are_per_user_and_private(tmp_path, monkeypatch):
         slots.private_dir(open_dir)
 
 
-@pytest.mark.skipif(os.getuid() != 0 or not Path("/usr/bin/python3").exists(), reason="needs root and Debian's python3")
 def test_a_second_unix_user_leases_a_port_slot_on_the_same_host():
     """Root holds a slot; user 'nobody' (uid 65534) leases one too, in its own private lock directory
     (the module is stdlib only: copied where nobody may read it, run with the system Python)."""
+    lacking = os.getuid() != 0 or not Path("/usr/bin/python3").exists()
+    require("root", "needs root and Debian's python3" if lacking else None)
     import shutil
     import tempfile
 

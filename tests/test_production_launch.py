@@ -99,16 +99,29 @@ def test_no_two_bindings_on_a_node_coincide(name):
     assert not clashes, list(clashes.items())[:5]
 
 
-@pytest.mark.parametrize("name", PRODUCTION)
-def test_multi_node_dp_processes_know_rank_zero(name):
-    plan, addrs, procs = resolved(name)
+def _dp_groups(procs) -> list[list]:
     workers = defaultdict(list)
     for p, argv, _ in procs.values():
         if p.is_engine:
             workers[(p.role, p.worker)].append((p, argv))
-    for members in workers.values():
-        if len(members) == 1:
-            continue
+    return list(workers.values())
+
+
+def test_single_process_workers_carry_no_dp_rendezvous():
+    """gemma4's TP replicas are one process each: no rank-0 address or RPC port to meet at."""
+    _, _, procs = resolved("gemma4-livekit-2tp4-dyn-vllm-prod")
+    groups = _dp_groups(procs)
+    assert len(groups) == 2 and all(len(g) == 1 for g in groups)
+    for (p, argv), *_ in groups:
+        assert "--data-parallel-address" not in argv and "--data-parallel-rpc-port" not in argv, p.name
+
+
+@pytest.mark.parametrize("name", [n for n in PRODUCTION if "gemma" not in n])
+def test_multi_node_dp_processes_know_rank_zero(name):
+    plan, addrs, procs = resolved(name)
+    groups = [g for g in _dp_groups(procs) if len(g) > 1]
+    assert groups  # each of these recipes has DP workers spread over several processes
+    for members in groups:
         rank0 = next(p for p, argv in members if 0 in dp_ranks(argv))
         rank0_rpc = next(a for p, a in members if p is rank0)
         for p, argv in members:

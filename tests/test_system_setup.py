@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -42,11 +43,27 @@ def test_missing_finds_absent_executables_only(monkeypatch):
 
 
 def test_runs_with_the_system_python_alone(tmp_path):
-    """Standard library only: it runs before any venv exists, and --check installs nothing."""
+    """Standard library only: it runs before any venv exists; its exit says whether setup is possible."""
     script = ROOT / "scripts/servesweep/tools/system_setup.py"
     r = subprocess.run(
         [sys.executable, "-I", "-S", str(script), "--for", "demo", "--check"],
         capture_output=True, text=True, timeout=60, cwd=tmp_path,
     )  # fmt: skip
-    assert r.returncode in (0, 1), r.stderr
-    assert r.stderr.startswith("system-setup: ")
+    need = ss.missing(ss.PURPOSES["demo"])
+    expected = ss.decide(need, os.geteuid(), bool(need) and ss.sudo_works())
+    assert r.returncode == (1 if expected.how == "impossible" else 0), r.stderr
+    assert r.stderr == f"system-setup: {expected.message}\n"
+
+
+def test_check_installs_nothing_even_when_packages_are_missing(tmp_path, monkeypatch, capsys):
+    """--check with every tool missing: says what it would install and runs no command at all."""
+    ran = tmp_path / "ran"
+    for tool in ("apt-get", "sudo"):
+        fake = tmp_path / tool
+        fake.write_text(f"#!/bin/sh\necho {tool} >> {ran}\n")
+        fake.chmod(0o755)
+    monkeypatch.setattr(ss, "SEARCH", ())
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(ss, "sudo_works", lambda: True)  # even where it could install
+    assert ss.main(["--for", "test", "--check"]) == 0
+    assert "installing " in capsys.readouterr().err and not ran.exists()

@@ -38,14 +38,29 @@ def measured(tmp_path_factory):
     return wf
 
 
+STATE = ("recipes", "results", ".plans", ".snakemake", "profiles/local/cluster.yaml")
+
+
 @pytest.fixture
-def wf(measured):
-    """The measured workflow; recipe, cluster facts and results restored after the test."""
-    keep = {p: p.read_bytes() for p in [measured / f"recipes/{NAME}.yaml", measured / "profiles/local/cluster.yaml"]}
-    keep |= {measured / p: (measured / p).read_bytes() for p in POINTS}
+def wf(measured, tmp_path):
+    """The measured workflow; its recipes, cluster facts, results, plans and Snakemake's own records
+    (mtimes included) restored after the test, so no test sees another's dry runs or edits."""
+    saved = tmp_path / "saved"
+    for name in STATE:
+        _copy(measured / name, saved / name)
     yield measured
-    for path, data in keep.items():
-        path.write_bytes(data)
+    for name in STATE:
+        if (measured / name).is_dir():
+            shutil.rmtree(measured / name)
+        _copy(saved / name, measured / name)
+
+
+def _copy(src, dst) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if src.is_dir():
+        shutil.copytree(src, dst, symlinks=True)
+    else:
+        shutil.copy2(src, dst)
 
 
 def causes(wf) -> list[str]:
