@@ -65,7 +65,7 @@ demo: system-demo
 
 test: system-test
 	$(MAKE) setup
-	$(PROJECT)/bin/pytest -ra
+	$(PROJECT)/bin/pytest -ra --durations=40
 
 # the dry-run tests need what a dry run checks (engine venv, model, nginx): the same setup as `test`
 test-fast: system-test
