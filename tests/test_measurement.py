@@ -153,3 +153,46 @@ def test_result_identity_records_the_locked_scenario_and_tls():
     vllm = Plan.from_json(plan_of("local-agg-2x-vllm-cpu"))
     assert measurement_terms(vllm, {}) == {"aiperf_scenario": None, "request_plane_tls": None}
     assert dataclasses.is_dataclass(plan)
+
+
+def _export(series: dict[str, list[tuple[str, float]]]) -> dict:
+    return {
+        "metrics": {
+            m: {"series": [{"endpoint_url": u, "stats": {"total": v}} for u, v in s]} for m, s in series.items()
+        }
+    }
+
+
+def test_spec_decode_figures_come_from_the_engines_counters_or_say_why_not():
+    from servesweep.run.server_export import spec_decode_figures
+
+    plan = Plan.from_json(plan_of("local-agg-2x-vllm-cpu"))
+    urls = {"http://a/metrics": "agg-0", "http://b/metrics": "agg-1", "http://elsewhere/metrics": None}
+    doc = _export({
+        "vllm:spec_decode_num_drafts": [("http://a/metrics", 30.0), ("http://b/metrics", 10.0)],
+        "vllm:spec_decode_num_draft_tokens": [("http://a/metrics", 60.0), ("http://b/metrics", 20.0)],
+        "vllm:spec_decode_num_accepted_tokens": [("http://a/metrics", 45.0), ("http://b/metrics", 5.0)],
+    })  # fmt: skip
+    why = {}
+    spec = spec_decode_figures(plan, doc, {k: v for k, v in urls.items() if v}, why)
+    assert spec == {"drafts": 40, "draft_tokens": 80, "accepted_tokens": 50, "mean_acceptance_length": 2.25}
+    assert why == {}
+    why = {}
+    assert (
+        spec_decode_figures(plan, _export({}), {}, why) is None
+        and "no vllm:spec_decode_num_drafts" in why["spec_decode"]
+    )
+    plain = Plan.from_json(plan_of("local-agg-2x-dynamo-vllm-cpu"))
+    why = {}
+    assert (
+        spec_decode_figures(plain, doc, {}, why) is None
+        and why["spec_decode"] == "no speculative decoding in this plan"
+    )
+
+
+def test_the_mtp_recipes_carry_their_rejection_sampling_to_the_engine_whole():
+    for name in ("dsv4-pro-gb300-1p1d-pdep8-ddep8-mtp", "dsv4-pro-gb300-1p1d-pdep8-ddep8-mtp-synthetic-8k1k"):
+        for p in plan_of(name)["processes"]:
+            if p["role"] in ("prefill", "decode"):
+                cfg = json.loads(p["argv"][p["argv"].index("--speculative-config") + 1])
+                assert cfg["method"] == "mtp" and cfg["rejection_sample_method"] == "synthetic", (name, p["name"])

@@ -44,6 +44,10 @@ def test_vllm_points_run_end_to_end_on_one_warm_stack(tmp_path):
     for doc in docs:
         assert doc["identity"]["engine"] == "vllm" and doc["identity"]["tools"]["engine"].startswith("vllm")
         assert doc["figures"]["cache_read_share"] is not None  # vLLM's own prefix-cache counters
+        # the n-gram drafter measured by vLLM's own counters: 1 + accepted / drafts
+        spec = doc["figures"]["spec_decode"]
+        assert spec and spec["drafts"] > 0 and 0 <= spec["accepted_tokens"] <= spec["draft_tokens"], spec
+        assert spec["mean_acceptance_length"] == pytest.approx(1 + spec["accepted_tokens"] / spec["drafts"])
     stacks = [d["identity"]["stack"] for d in docs]
     assert stacks[0]["id"] == stacks[1]["id"] and [s["position"] for s in stacks] == [1, 2]
     assert stacks[1]["caches_reset"] is True  # POST /reset_prefix_cache between the points
@@ -54,6 +58,8 @@ def test_dynamo_vllm_point_behind_the_frontend_and_kv_router(tmp_path):
     wf, (doc,), _ = _run(tmp_path, "local-agg-2x-dynamo-vllm-cpu", (2,))
     assert doc["identity"]["engine"] == "dynamo.vllm" and doc["identity"]["tools"]["engine"].startswith("ai-dynamo")
     assert doc["figures"]["requests_per_frontend"]["frontend"] >= doc["figures"]["requests_completed"]
+    assert doc["figures"]["spec_decode"] is None  # nothing drafts here, and the result says so
+    assert doc["unmeasured"]["spec_decode"] == "no speculative decoding in this plan"
     plan = json.loads((wf / ".plans/local-agg-2x-dynamo-vllm-cpu/c2.json").read_text())
     workers = [p for p in plan["processes"] if p["role"] == "agg"]
     kv_ports = {p["ports"]["kv_events"]["port"] for p in workers}

@@ -50,6 +50,7 @@ FIGURES = (
     Figure("output_tps_per_gpu", ("output_tps_per_gpu",), "tok/s/GPU", "output tok/s/GPU", True),
     Figure("output_tps_per_user", ("output_tps_per_user",), "tok/s/user", "output tok/s/user"),
     Figure("cache_read_share", ("cache_read_share",), "share", "cache read", True, digits=3),
+    Figure("acceptance_length", ("spec_decode", "mean_acceptance_length"), "tokens", "accept. length", digits=2),
     Figure("server_ttft_mean_s", ("server_ttft_s", "mean"), "s", "server TTFT mean", digits=3),
     Figure("ttft_gap_s", ("ttft_gap_s",), "s", "TTFT gap (client - server)", digits=3),
 )

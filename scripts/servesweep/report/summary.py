@@ -45,6 +45,7 @@ def flatten(doc: dict, path: str, slo: dict) -> dict:
         "start_time": i["start_time"],
         "end_time": i["end_time"],
         "job_id": i["job_id"],
+        "request_plane_tls": i.get("request_plane_tls"),
         **figures.flat(f),
         "total_tps_per_gpu": _total_per_gpu(f, i["topology"]["gpus"]),
         "cache_read_unmeasured": (doc.get("unmeasured") or {}).get("cache_read_share"),
@@ -161,6 +162,7 @@ def scenario_table(df: pd.DataFrame, md_dir: Path) -> str:
                 _pm(r.total_tps_per_gpu, r.total_tps_per_gpu_hw),
                 num(r.output_tps_per_gpu),
                 num(r.output_tps),
+                num(r.acceptance_length),
                 f"{actual} / {_share(r.theoretical_prefix_hit)}",
                 _worker_cell(r),
                 r.batch,
@@ -177,6 +179,7 @@ def scenario_table(df: pd.DataFrame, md_dir: Path) -> str:
         "total tok/s/GPU",
         "output tok/s/GPU",
         "output tok/s",
+        figures.BY_NAME["acceptance_length"].heading,
         "prefix hit actual / theoretical",
         "requests per worker",
         "batch mean / p99 · preemptions",
@@ -185,7 +188,16 @@ def scenario_table(df: pd.DataFrame, md_dir: Path) -> str:
     ]
     table = tabulate(rows, headers, tablefmt="github", disable_numparse=True)
     footnotes = [f"[{n}] prefix hit not measured: {why}" for why, n in notes.items()]
-    return "\n\n".join([table, *footnotes])
+    return "\n\n".join([table, *footnotes, *_tls_note(df)])
+
+
+def _tls_note(df: pd.DataFrame) -> list[str]:
+    """Rows that ran the request plane with and without mutual TLS measure different stacks: say so."""
+    tls = df.dropna(subset=["request_plane_tls"]).groupby("request_plane_tls")["recipe"].unique()
+    if len(tls) < 2:
+        return []
+    on, off = ", ".join(sorted(tls.get(True, []))), ", ".join(sorted(tls.get(False, [])))
+    return [f"Request-plane TLS differs between these rows: on for {on}; off for {off}."]
 
 
 def best_per_concurrency(df: pd.DataFrame) -> pd.DataFrame:

@@ -227,8 +227,9 @@ def _conclude(plan: Plan, stack, m: Measurement, result_path: Path, run_dir: Pat
     started_at, source = origin
     records = repeats.request_records(m.artifacts)
     figs, why = result.figures(plan, m.export, m.scrapes, bench.request_outcomes(records))
-    batch = server_export.batch_figures(plan, server_export.read(m.artifacts), m.engine_urls, why)
-    figs["batch_by_role"], figs["preemptions"] = batch
+    exported = server_export.read(m.artifacts)
+    figs["batch_by_role"], figs["preemptions"] = server_export.batch_figures(plan, exported, m.engine_urls, why)
+    figs["spec_decode"] = server_export.spec_decode_figures(plan, exported, m.engine_urls, why)
     figs["repeats"] = repeats.figures(m.artifacts, m.run_exports, plan.gpus_total)
     figs["theoretical_prefix_hit"] = prefix.theoretical_hit(plan.benchmark.dataset, records, why)
     result.traffic(plan, figs, records, why)

@@ -65,3 +65,32 @@ def batch_figures(plan: Plan, doc: dict | None, url_to_process: dict[str, str], 
         if preempt is None:
             why["preemptions"] = f"no {spec['preemptions']} series from the engines in aiperf's export"
     return batch, preempt
+
+
+def spec_decode_figures(plan: Plan, doc: dict | None, url_to_process: dict[str, str], why: dict) -> dict | None:
+    """Speculative decoding over the profiling phase, from the engines' own counters in aiperf's export:
+    drafts, drafted and accepted tokens, and the mean acceptance length 1 + accepted / drafts (the
+    tokens one verification step yields). None, with the reason, where nothing drafts or counts."""
+    names = plan.server_metrics["spec_decode"]
+    drafting = any("--speculative-config" in p.argv for p in plan.processes if p.is_engine)
+    if not drafting:
+        why["spec_decode"] = "no speculative decoding in this plan"
+        return None
+    if names is None or doc is None:
+        why["spec_decode"] = f"{plan.engine} exports no speculative-decoding counters here" if names is None else (
+            "aiperf wrote no server_metrics_export.json")  # fmt: skip
+        return None
+    totals = {}
+    for key, metric in names.items():
+        values = [s.get("total") for _, s in _series(doc, metric, url_to_process)]
+        totals[key] = sum(v for v in values if v is not None) if values else None
+    if totals["drafts"] is None or totals["accepted"] is None:
+        why["spec_decode"] = f"no {names['drafts']} series from the engines in aiperf's export"
+        return None
+    drafts = int(totals["drafts"])
+    mean = 1 + totals["accepted"] / drafts if drafts else None
+    if mean is None:
+        why["spec_decode"] = "the engines drafted nothing over the run"
+    draft_tokens = int(totals["draft_tokens"]) if totals["draft_tokens"] is not None else None
+    return {"drafts": drafts, "draft_tokens": draft_tokens, "accepted_tokens": int(totals["accepted"]),
+            "mean_acceptance_length": mean}  # fmt: skip

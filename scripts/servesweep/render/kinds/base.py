@@ -69,4 +69,8 @@ class EngineKind:
     def server_metrics(self) -> dict:
         """The plan's ``server_metrics``: the kind's metric names and the packages whose running
         versions the result records as the engine's."""
-        return {**self.metrics, "distributions": ["ai-dynamo"] if self.dynamo else list(self.distributions)}
+        return {
+            "spec_decode": None,  # a kind whose engine exports speculative-decoding counters names them
+            **self.metrics,
+            "distributions": ["ai-dynamo"] if self.dynamo else list(self.distributions),
+        }

@@ -6,7 +6,15 @@ import json
 
 from ..engines import EngineInput
 from . import _dynamo
-from ._common import VLLM_BATCH, VLLM_DISTRIBUTIONS, VLLM_PREFIX_CACHE, own_ranks, parallel_flags, vllm_cpu_env
+from ._common import (
+    VLLM_BATCH,
+    VLLM_DISTRIBUTIONS,
+    VLLM_PREFIX_CACHE,
+    VLLM_SPEC_DECODE,
+    own_ranks,
+    parallel_flags,
+    vllm_cpu_env,
+)
 from .base import ArgParser, EngineKind
 
 
@@ -64,7 +72,12 @@ KIND = EngineKind(
     process=_dynamo.process(_render),
     dynamo=True,
     distributions=VLLM_DISTRIBUTIONS,
-    metrics={**_dynamo.METRICS, "batch": VLLM_BATCH, "prefill_prefix_cache": VLLM_PREFIX_CACHE},
+    metrics={
+        **_dynamo.METRICS,
+        "batch": VLLM_BATCH,
+        "prefill_prefix_cache": VLLM_PREFIX_CACHE,
+        "spec_decode": VLLM_SPEC_DECODE,
+    },  # fmt: skip
     parser=ArgParser("parse_args", "dynamo.vllm.args", "ai-dynamo"),
     shared_ports=lambda kv_router, disagg, multi_dp: (kv_router, disagg, multi_dp),
     per_gpu=True,
