@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from pathlib import Path
 
 from helpers import BIN, ROOT
 
@@ -117,3 +118,37 @@ def test_no_function_over_60_lines_and_no_module_over_400():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and size > 60:
                 long.append(f"{f.relative_to(ROOT)}:{node.lineno} {node.name}: {size} lines")
     assert not long, long
+
+
+def _module_map_names() -> set[str]:
+    """The backticked names in the first column of the README's module map."""
+    text = (ROOT / "README.md").read_text()
+    table = text[text.index("| module | owns |") :].split("\n\n", 1)[0]
+    first = [row.split("|")[1] for row in table.splitlines()[2:]]
+    return {name for cell in first for name in re.findall(r"`([^`]+)`", cell)}
+
+
+def test_the_readme_module_map_matches_the_tree():
+    """Every module of scripts/servesweep is in the README's map (a folder entry covers its modules),
+    and every name the map gives exists."""
+    pkg = ROOT / "scripts" / "servesweep"
+    modules = {
+        p.relative_to(pkg).with_suffix("").as_posix()
+        for p in pkg.rglob("*.py")
+        if p.stem not in ("__init__", "__main__")
+    }
+    names = _module_map_names()
+    folders = {n for n in names if n.endswith("/")}
+    missing = sorted(m for m in modules if m not in names and not any(m.startswith(f) for f in folders))
+    assert not missing, f"modules missing from the README's map: {missing}"
+    unknown = sorted(n for n in names - folders if n not in modules)
+    unknown += sorted(f for f in folders if not (pkg / f).is_dir())
+    assert not unknown, f"the README's map names what does not exist: {unknown}"
+
+
+def test_the_readme_stays_short_and_its_docs_exist():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 300
+    docs = set(re.findall(r"`(docs/[a-z-]+\.md)`", readme))
+    assert docs and all((ROOT / d).is_file() for d in docs), docs
+    assert {d.name for d in (ROOT / "docs").glob("*.md")} == {Path(d).name for d in docs}
