@@ -408,6 +408,20 @@ CASES = [
         "not both",
         _set("scenario.warmup", {"requests": 4, "duration_s": 5}),
     ),
+    # hostile input that must not crash a run (issue #40)
+    Case("binary-tag", "line 2", "!!binary is not allowed", text="name: binary-tag\nclusters: !!binary aGVsbG8=\n"),
+    Case("set-tag", "line 2", "!!set is not allowed", text="name: set-tag\nclusters: !!set {local: null}\n"),
+    Case("env-nul", "env.X", "holds a NUL byte", _set("env", {"X": "a\x00b"})),
+    Case("env-huge", "env.X", "the value is 40000 bytes; at most 32768", _set("env", {"X": "x" * 40000})),
+    Case("env-name-equals", "env", "does not match", _set("env", {"A=B": "1"})),
+    Case("name-plots", "name", "the workflow uses for its own outputs", _set("name", "plots"), file_stem="plots"),
+    Case(
+        "name-summary",
+        "name",
+        "the workflow uses for its own outputs",
+        _set("name", "summary.md"),
+        file_stem="summary.md",
+    ),
     # hostile or unlucky input: floats and dates for integers, infinities, absurd counts, deep nesting, alias bombs
     Case("float-replicas", "topology.aggregated.replicas", "whole number", _set("topology.aggregated.replicas", 2.0)),
     Case("float-tp", "topology.aggregated.tp", "whole number", _set("topology.aggregated.tp", 2.0)),

@@ -276,3 +276,18 @@ def test_a_linger_that_is_not_seconds_is_refused(tmp_path, value):
     wf = copy_workflow(tmp_path / "wf", recipes=["local-agg-2x-mocker"])
     _dry_run_refuses(wf, "--config", f"linger_s={value}", says="--config: linger_s:")
     RELIABILITY.setdefault("bad input (dry run)", []).append((f"config-linger-{value}", True))
+
+
+def test_a_broken_recipe_stops_only_the_runs_that_select_it(tmp_path, capsys):
+    """`--config recipes=…` without the broken one: the run goes on and lists it; every recipe: a stop."""
+    from servesweep.render.entry import load_or_exit
+
+    wf = copy_workflow(tmp_path / "wf", recipes=["local-agg-2x-mocker"])
+    (wf / "recipes" / "broken.yaml").write_text("name: broken\nclusters: !!binary aGVsbG8=\n")
+    load_or_exit(wf, "local", ["local-agg-2x-mocker"])
+    err = capsys.readouterr().err
+    assert "warning: not selected and broken: recipes/broken.yaml: line 2" in err and "!!binary" in err
+    assert (wf / ".plans" / "local-agg-2x-mocker").is_dir()
+    with pytest.raises(SystemExit) as e:
+        load_or_exit(wf, "local")
+    assert e.value.code == 2 and "recipes/broken.yaml: line 2" in capsys.readouterr().err

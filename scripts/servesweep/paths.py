@@ -16,6 +16,11 @@ REHEARSAL_SUMMARY_CSV = RESULTS / "rehearsal/summary.csv"
 REHEARSAL_SUMMARY_LOG = "logs/rehearsal/summary.log"
 REPORT = RESULTS / "report.html"
 PLANS = ".plans"
+# names the workflow gives its own entries beside the recipes' folders (results/, logs/, .plans/):
+# a recipe of one of these names would share or shadow them
+RESERVED_NAMES = frozenset(
+    {SUMMARY_MD.name, SUMMARY_CSV.name, REPORT.name, "summary.log", "plots", "rehearsal", "stacks", "capacity"}
+)
 
 # rule patterns
 RESULT = "results/{recipe}/c{conc}.json"

@@ -41,6 +41,17 @@ _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _c
 _StrictLoader.add_constructor("tag:yaml.org,2002:timestamp", lambda loader, node: loader.construct_scalar(node))
 
 
+def _refuse_tag(loader, node):
+    """Only plain maps, lists and scalars: a tag that builds bytes, a set or an ordered map is refused."""
+    raise yaml.constructor.ConstructorError(
+        None, None, f"the YAML tag {node.tag.replace('tag:yaml.org,2002:', '!!')} is not allowed here", node.start_mark
+    )
+
+
+for _tag in ("binary", "set", "omap", "pairs"):
+    _StrictLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", _refuse_tag)
+
+
 def _load(text: str):
     """Strict YAML, after the size/nesting/alias budget (a ValueError says which was exceeded)."""
     too_much = inputguard.structure_problem(text)

@@ -189,6 +189,8 @@ def _load(root: Path, cluster: str, only, rehearsal: bool, scope, linger_s) -> R
         flow.write_plans()
         if sel.preflight_problems:
             raise InputError(sel.preflight_problems)
+        for problem in sel.broken:
+            print(f"servesweep: warning: not selected and broken: {problem}", file=sys.stderr)
         _say_unchecked(sel.preflight_notes)
         _say_parsers(sel)
         for line in why.cause_lines(sel.staleness()):

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import paths
 from ..contract import RUNTIME_REF, SECRET_NAME, USER_REF_NAMES
 from ..errors import InputError, Problem
 from ..yamlio import ParseCache, load_yaml, schema_problems
@@ -155,6 +156,11 @@ def _sweep_problems(recipe: Recipe, stem: str | None) -> list[Problem]:
     doc, label, out = recipe.doc, recipe.source, []
     if stem is not None and stem != recipe.name:
         out.append(Problem(label, "name", f"name {recipe.name!r} must match the file name {stem!r}"))
+    if recipe.name in paths.RESERVED_NAMES:
+        reason = (
+            f"{recipe.name!r} is a name the workflow uses for its own outputs (results/{recipe.name}): choose another"
+        )
+        out.append(Problem(label, "name", reason))
     conc = doc["concurrency"]
     dups = sorted({c for c in conc if conc.count(c) > 1})
     if dups:
@@ -228,11 +234,11 @@ def _env_problems(recipe: Recipe) -> list[Problem]:
     owned = flags.owned_env(recipe.engine_kind)
     for fld, env, placed_on in env_fields:
         for k, v in env.items():
-            misplaced = placed_on and env_readers.misplaced(k, placed_on)
+            wrong = (placed_on and env_readers.misplaced(k, placed_on)) or _env_value_problem(v)
             if k in owned:
                 out.append(Problem(label, f"{fld}.{k}", f"{k} is set by the launcher per process; remove it"))
-            elif misplaced:
-                out.append(Problem(label, f"{fld}.{k}", misplaced))
+            elif wrong:
+                out.append(Problem(label, f"{fld}.{k}", wrong))
             elif SECRET_NAME.search(k) and not isinstance(v, dict):
                 out.append(
                     Problem(
@@ -246,6 +252,19 @@ def _env_problems(recipe: Recipe) -> list[Problem]:
         if m:
             out.append(Problem(label, path, f"{m.group(0)} is reserved for the launcher's runtime references"))
     return out
+
+
+ENV_VALUE_MAX_BYTES = 32 * 1024  # one variable; Linux's limit for one is 128 KiB, a whole exec's 2 MiB
+
+
+def _env_value_problem(v) -> str | None:
+    """A value the stack could not start with: caught here, not as a dead stack 150 s later."""
+    if not isinstance(v, str):
+        return None
+    if "\x00" in v:
+        return "the value holds a NUL byte, which no process environment can carry"
+    size = len(v.encode())
+    return f"the value is {size} bytes; at most {ENV_VALUE_MAX_BYTES} (32 KiB)" if size > ENV_VALUE_MAX_BYTES else None
 
 
 def cluster_problems(recipe: Recipe, cluster: Cluster) -> list[Problem]:
