@@ -45,6 +45,7 @@ SELECTION = load_or_exit(
     workflow.is_main_process,
     run_scope,
     linger_override(config),
+    smk.dry_run(workflow),
 )
 # On a cluster, the recipes whose stack is held (a Slurm job of its own): a capacity search or a
 # linger keeps it; their points run from here as steps of that job (rules/points.smk).

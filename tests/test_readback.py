@@ -4,6 +4,7 @@ capacity file or missing-points file is named and treated as absent, never a cra
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,8 @@ from servesweep.render import why
 from servesweep.report.capacity import capacity_doc, load_capacities
 from servesweep.report.summary import build_summary
 from servesweep.tools.samples import result_doc
+
+from helpers import copy_workflow, snakemake
 
 GARBAGE = {"truncated": '{"schema": "servesweep.result/3", "iden', "list": "[1, 2, 3]", "empty": ""}
 
@@ -111,3 +114,52 @@ def test_an_unsupported_snakemake_is_named_with_what_to_do():
     assert check_version("9.27.1") is None and check_version("9.0.0") is None
     for other in ("8.30.0", "10.0.0", "12.1"):
         assert f"Snakemake {other} is not supported" in check_version(other) and "make setup" in check_version(other)
+
+
+def test_a_dry_run_changes_no_byte_and_no_name_under_results(tmp_path):
+    """A truncated result, a symlink to a file outside (not one of the recipe's points) and a stray file:
+    `snakemake -n` names the first two and leaves every byte, name and link as it was."""
+    wf = copy_workflow(tmp_path / "wf", ["local-agg-2x-mocker"])
+    folder = wf / "results" / "local-agg-2x-mocker"
+    folder.mkdir(parents=True)
+    (folder / "c4.json").write_text('{"schema": "servesweep.result/3", "iden')
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:$6$not-for-you\n")
+    (folder / "c8.json").symlink_to(secret)
+    (folder / "notes.txt").write_text("mine\n")
+
+    def snapshot():
+        return {
+            p.relative_to(wf).as_posix(): (os.readlink(p) if p.is_symlink() else p.read_bytes())
+            for p in (wf / "results").rglob("*")
+            if p.is_symlink() or p.is_file()
+        }
+
+    before = snapshot()
+    r = snakemake(wf, "-n", "results/summary.md")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert snapshot() == before
+    assert "results/local-agg-2x-mocker/c4.json: not JSON" in r.stderr
+    assert "results/local-agg-2x-mocker/c8.json: a symbolic link: never followed" in r.stderr
+    assert "not-for-you" not in r.stderr + r.stdout
+
+
+def test_a_result_behind_a_symbolic_link_is_not_read(tmp_path):
+    real = tmp_path / "elsewhere.json"
+    real.write_text(json.dumps(result_doc("fast", 4, 0.1, 100.0)))
+    link = tmp_path / "c4.json"
+    link.symlink_to(real)
+    assert why.read_result(real)[0] is not None  # the same bytes are a valid result
+    doc, reason = why.read_result(link)
+    assert doc is None and "symbolic link" in reason
+
+
+def test_a_dry_run_is_told_by_the_command_line():
+    from servesweep.render.smk import dry_run
+
+    class Parsed:  # Snakemake 9 at parse time: no executor chosen yet
+        dryrun = False
+
+    for argv, expected in [(["-n"], True), (["-np", "x"], True), (["--dry-run"], True), (["--cores", "4"], False),
+                           (["results/summary.md", "--config", "n=1"], False), (["-j4"], False)]:  # fmt: skip
+        assert dry_run(Parsed(), argv) is expected, argv

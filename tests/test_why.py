@@ -118,12 +118,13 @@ def test_truncated_result_says_unreadable(wf):
     path = wf / POINTS[0]
     path.write_bytes(path.read_bytes()[:100])
     (wf / f"{POINTS[0]}.unreadable-1").unlink(missing_ok=True)
+    truncated = path.read_bytes()
     (line,) = causes(wf)
     assert line.startswith(f"{NAME} c2: result unreadable (not JSON (")
-    # treated as absent: moved aside with its bytes kept, and the point is a job of the next run
-    assert not path.exists() and (wf / f"{POINTS[0]}.unreadable-1").exists()
+    # a dry run names it and touches nothing; the real run moves it aside (bytes kept) and reruns it
+    assert path.read_bytes() == truncated and not (wf / f"{POINTS[0]}.unreadable-1").exists()
     r = snakemake(wf, "-n", POINTS[0])
-    assert f"output: {POINTS[0]}" in r.stdout, r.stdout[-2000:]
+    assert f"{POINTS[0]}: not JSON" in r.stderr and "a real run moves it aside and reruns the point" in r.stderr
 
 
 def test_slo_only_edit_says_summary_only(wf):

@@ -6,6 +6,7 @@ import difflib
 import functools
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -221,8 +222,13 @@ def schema_problems(doc: object, schema_name: str, label: str) -> list[Problem]:
 def checked_json(path: Path, schema_name: str) -> tuple[object, str | None]:
     """A file read back (result, capacity, cache): (document, None) if it parses and matches its
     schema, else (None, why not). Never trusted, never a traceback."""
+    path = Path(path)
+    if path.is_symlink() or path.parent.is_symlink():
+        return None, "a symbolic link (it or its folder): never followed"
     try:
-        doc = json.loads(Path(path).read_bytes())
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)  # a link swapped in after the check is refused too
+        with os.fdopen(fd, "rb") as f:
+            doc = json.loads(f.read())
     except OSError as e:
         return None, f"cannot read: {e.strerror}"
     except ValueError as e:

@@ -157,14 +157,16 @@ def load_or_exit(
     main_process: bool = True,
     scope=None,
     linger_s: float | None = None,
+    dry_run: bool = False,
 ) -> RuleView:
     """For the Snakefile: validate, write the plans; a clean report and exit 2 instead of a traceback.
     In a job's nested snakemake, only read what the main process wrote. The caller makes its process's
-    outputs private (rules/common.smk): loading never changes the umask of whoever loads it."""
+    outputs private (rules/common.smk): loading never changes the umask of whoever loads it. A dry
+    run names unusable results and moves nothing."""
     if not main_process:
         return SubmittedPlans(root, cluster)
     with gc_paused():
-        return _load(root, cluster, only, rehearsal, scope, linger_s)
+        return _load(root, cluster, only, rehearsal, scope, linger_s, dry_run)
 
 
 @contextlib.contextmanager
@@ -180,7 +182,7 @@ def gc_paused():
             gc.enable()
 
 
-def _load(root: Path, cluster: str, only, rehearsal: bool, scope, linger_s) -> RuleView:
+def _load(root: Path, cluster: str, only, rehearsal: bool, scope, linger_s, dry_run: bool) -> RuleView:
     try:
         sel = Selection(root, cluster, only)
         sel.scope = scope or sel.scope
@@ -195,7 +197,7 @@ def _load(root: Path, cluster: str, only, rehearsal: bool, scope, linger_s) -> R
         _say_parsers(sel)
         for line in why.cause_lines(sel.staleness()):
             print(f"servesweep: {line}", file=sys.stderr)
-        for line in why.quarantine(sel.root, [r.name for r in sel.selected]):
+        for line in why.quarantine(sel.root, [r.name for r in sel.selected], move=not dry_run):
             print(f"servesweep: warning: {line}", file=sys.stderr)
         flow.write_missing()
         if rehearsal:

@@ -35,6 +35,19 @@ def require_supported(version: str) -> None:
         raise SystemExit(2)
 
 
+def dry_run(workflow, argv: list[str] | None = None) -> bool:
+    """Whether this is `snakemake -n`. At parse time Snakemake 9 has chosen no executor yet
+    (``workflow.dryrun`` is False until the DAG runs), so the command line says it."""
+    if getattr(workflow, "dryrun", False):
+        return True
+    for arg in sys.argv[1:] if argv is None else argv:
+        if arg in ("--dry-run", "--dryrun", "--just-print"):
+            return True
+        if arg.startswith("-") and not arg.startswith("--") and arg[1:].isalpha() and "n" in arg[1:]:
+            return True  # -n, or combined short flags such as -np
+    return False
+
+
 def run_scope(workflow) -> tuple[frozenset, bool]:
     """(targets, forced) of this run, known once the DAG is built (empty before)."""
     dag = getattr(workflow, "dag_settings", None)

@@ -41,16 +41,27 @@ def read_result(path: Path) -> tuple[dict | None, str | None]:
     return checked_json(path, "result.schema.yaml")
 
 
-def quarantine(root: Path, recipes: list[str]) -> list[str]:
-    """Move every unusable result of these recipes aside (``c4.json.unreadable-1``: its bytes are
-    kept) so Snakemake sees the point missing and reruns it; one line per file moved."""
+def quarantine(root: Path, recipes: list[str], move: bool = True) -> list[str]:
+    """Name every unusable result of these recipes; with ``move`` (a real run, never a dry run) move
+    it aside (``c4.json.unreadable-1``: its bytes are kept) so Snakemake sees the point missing and
+    reruns it. A symbolic link is neither read nor moved."""
     lines = []
     for name in recipes:
-        for path in sorted((root / "results" / name).glob("c*.json")):
-            if not path.stem[1:].isdigit() or not path.is_file():
+        folder = root / "results" / name
+        if folder.is_symlink():
+            lines.append(f"{folder.relative_to(root)}: a symbolic link: never followed; move it away yourself")
+            continue
+        for path in sorted(folder.glob("c*.json")):
+            if not path.stem[1:].isdigit() or not (path.is_file() or path.is_symlink()):
+                continue
+            if path.is_symlink():
+                lines.append(f"{path.relative_to(root)}: a symbolic link: never followed; move it away yourself")
                 continue
             doc, reason = read_result(path)
             if doc is not None:
+                continue
+            if not move:
+                lines.append(f"{path.relative_to(root)}: {reason}: a real run moves it aside and reruns the point")
                 continue
             n = 1
             while (aside := path.with_name(f"{path.name}.unreadable-{n}")).exists():
