@@ -42,6 +42,8 @@ def _normal(plan: dict) -> str:
         p["benchmark"] = {k: v for k, v in p["benchmark"].items() if k not in ("aiperf_scenario", "scenario_override")}
     if "server_metrics" in p:  # speculative-decoding counters named (issue #37)
         p["server_metrics"] = {k: v for k, v in p["server_metrics"].items() if k != "spec_decode"}
+    if "validity" in p:  # expected log lines (issue #39)
+        p["validity"] = {k: v for k, v in p["validity"].items() if k != "expect_log"}
     if "discovery" in p:  # TLS recorded as a choice (issue #37)
         p["discovery"] = {k: v for k, v in p["discovery"].items() if k != "request_plane_tls"}
     for proc in p.get("processes", []):  # the request plane's mutual TLS came after (issue #23)

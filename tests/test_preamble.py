@@ -20,6 +20,7 @@ SITE = """set -eu
 mkdir -p "$PYTHONPATH"
 printf 'print("servesweep-test: site module imported")\\n' > "$PYTHONPATH/sitecustomize.py"
 echo "setup wrote $PYTHONPATH/sitecustomize.py"
+printf 'Traceback (most recent call last):\\n  File "setup", line 1\\nRuntimeError: printed by the setup script\\n'
 """
 
 
@@ -79,14 +80,24 @@ def test_setup_steps_and_pins_run_before_the_engine(tmp_path, reliability):
 
         return mutate
 
-    write_recipe(wf, BASE, "setup-ok", mutate=with_setup("setup/site.sh"))
+    def expecting(d):  # a line the frontend never logs: the result says it is missing
+        with_setup("setup/site.sh")(d)
+        d["expect_log"] = {"frontend": ["servesweep-test: never logged"], "agg": ["setup wrote"]}
+
+    write_recipe(wf, BASE, "setup-ok", mutate=expecting)
     write_recipe(wf, BASE, "setup-fails", mutate=with_setup("setup/fail.sh"))
     write_recipe(wf, BASE, "pin-wrong", mutate=lambda d: d.update(dynamo={"version": "0.0.1"}))
     targets = [f"results/{n}/c2.json" for n in ("setup-ok", "setup-fails", "pin-wrong")]
     with no_processes_left(wf):
         r = snakemake(wf, *targets, "--keep-going")
     assert r.returncode != 0
-    ok = json.loads((wf / targets[0]).read_text())["identity"]["tools"]
+    done = json.loads((wf / targets[0]).read_text())
+    logs = done["logs"]  # the setup script's traceback in each engine's log, counted beside the figures
+    assert logs["tracebacks"] == 2 and set(logs["by_process"]) == {"agg-0", "agg-1"}, logs
+    assert "RuntimeError: printed by the setup script" in logs["by_process"]["agg-0"]["first"]
+    assert logs["missing"] == ["frontend: servesweep-test: never logged"] and not logs["clean"]
+    assert logs["expected"]["agg"] == {"setup wrote": True}
+    ok = done["identity"]["tools"]
     assert ok["engine"] == f"ai-dynamo {ok['running']['ai-dynamo']}"  # what the processes said they run
     log = (stack_logs(wf, targets[0]) / "agg-0.log").read_text().splitlines()
     setup_done = next(i for i, ln in enumerate(log) if ln.startswith("servesweep: setup done on node "))

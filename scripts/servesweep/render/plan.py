@@ -292,6 +292,7 @@ def _plan_doc(recipe, cluster, rehearsal, doc, kind, image, roles, slots, procs)
         "validity": {
             "max_error_rate": (doc.get("validity") or {}).get("max_error_rate", 0.05),
             "max_cancelled_share": (doc.get("validity") or {}).get("max_cancelled_share", 0.1),
+            "expect_log": doc.get("expect_log") or {},
         },
         "container": container,
         "stack": _stack(doc, kind),

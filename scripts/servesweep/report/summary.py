@@ -65,10 +65,20 @@ def flatten(doc: dict, path: str, slo: dict) -> dict:
         "linger_s": i["stack"].get("linger_s", 0.0),
         "bench_s": doc["timings_s"].get("bench"),
         "slo_met": verdict["met"],
+        "logs_note": _logs_note(doc.get("logs")),
         "slo_missed": "; ".join(f"{v['slo']} {_g(v['value'])} > {_g(v['limit'])}" for v in miss),
         "result": path,
         **_half_widths(f.get("repeats")),
     }
+
+
+def _logs_note(logs: dict | None) -> str:
+    """'' for clean logs; else what the stack's logs hold or miss (such a point is never the best)."""
+    if not logs or logs["clean"]:
+        return ""
+    parts = [f"{n} {what}" for what, n in (("traceback(s)", logs["tracebacks"]), ("fatal", logs["fatal"])) if n]
+    parts += [f"missing '{m}'" for m in logs["missing"]]
+    return "⚠ logs: " + ", ".join(parts)
 
 
 def _half_widths(repeats: dict | None) -> dict:
@@ -140,8 +150,10 @@ def _worker_cell(row) -> str:
 
 def _verdict(row) -> str:
     if row.slo_met is None or (isinstance(row.slo_met, float) and math.isnan(row.slo_met)):
-        return "no SLO"
-    return "✓" if row.slo_met else f"✗ {row.slo_missed}"
+        verdict = "no SLO"
+    else:
+        verdict = "✓" if row.slo_met else f"✗ {row.slo_missed}"
+    return f"{verdict} {row.logs_note}" if row.logs_note else verdict
 
 
 def scenario_table(df: pd.DataFrame, md_dir: Path) -> str:
@@ -201,8 +213,10 @@ def _tls_note(df: pd.DataFrame) -> list[str]:
 
 
 def best_per_concurrency(df: pd.DataFrame) -> pd.DataFrame:
-    """Highest total tok/s per GPU among points that meet their SLO (no SLO counts as met)."""
+    """Highest total tok/s per GPU among points that meet their SLO (no SLO counts as met) and whose
+    stack's logs are clean."""
     ok = df[df["slo_met"].map(lambda v: v is None or v is True or (isinstance(v, float) and math.isnan(v)))]
+    ok = ok[ok["logs_note"] == ""]
     ok = ok.dropna(subset=["total_tps_per_gpu"])
     if ok.empty:
         return ok

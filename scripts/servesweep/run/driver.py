@@ -17,7 +17,7 @@ from ..contract import PREAMBLE_SCRIPT, Plan, plan_source, stack_reuse_allowed
 from ..errors import plain_text
 from ..heartbeat import Watch
 from ..preflight import PreflightFailed
-from . import bench, credentials, metrics, prefix, repeats, result, server_export, slots, slurm
+from . import bench, credentials, log_health, metrics, prefix, repeats, result, server_export, slots, slurm
 from .curve import Invocation, SharedStack, reset_prefix_caches
 from .driver_io import Interrupted, Say, now, private_plan, raise_interrupt
 from .preamble import running_versions
@@ -251,7 +251,8 @@ def _conclude(plan: Plan, stack, m: Measurement, result_path: Path, run_dir: Pat
         info.job_id, sorted(set(info.node_names)), started_at, now(),
         _versions(plan, info.run_dir), timings, os.path.relpath(m.artifacts), stack_doc,
     )  # fmt: skip
-    doc = result.document(plan, figs, why, m.export, facts) | {"source": source}
+    health = log_health.scan(plan, Path(info.run_dir))  # the stack's process logs, beside the figures
+    doc = result.document(plan, figs, why, m.export, facts) | {"source": source, "logs": health}
     _write_or_keep(doc, result_path, run_dir, m.artifacts)
     try:  # the result is written: nothing after this may fail the point
         (run_dir / "failure.json").unlink(missing_ok=True)

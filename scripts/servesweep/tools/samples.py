@@ -74,4 +74,5 @@ def result_doc(recipe, conc, ttft_p95, tps, gpus=2, scenario="chat", workers=Non
         "counting": {},
         "timings_s": {"bench": 60.0},
         "artifacts": str(paths.run_dir("x", 2)),
+        "logs": {"tracebacks": 0, "fatal": 0, "by_process": {}, "expected": {}, "missing": [], "clean": True},
     }
