@@ -291,3 +291,32 @@ def test_a_broken_recipe_stops_only_the_runs_that_select_it(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         load_or_exit(wf, "local")
     assert e.value.code == 2 and "recipes/broken.yaml: line 2" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("config", "field", "reason"),
+    [
+        ({"rehearsal": "yes"}, "rehearsal", "is not a boolean"),
+        ({"stack_reuse": 2}, "stack_reuse", "is not a boolean"),
+        ({"partial": "../.."}, "partial", "is not a boolean"),
+        ({"baseline": "/etc"}, "baseline", "is not a results folder"),
+        ({"recipes": "a,b,a"}, "recipes", "listed more than once: a"),
+    ],
+)
+def test_config_values_are_typed_and_checked(config, field, reason, capsys):
+    from servesweep.render.entry import check_config_or_exit
+
+    with pytest.raises(SystemExit) as e:
+        check_config_or_exit(config)
+    assert e.value.code == 2 and f"--config: {field}: " in (err := capsys.readouterr().err) and reason in err
+
+
+def test_good_config_values_pass(tmp_path):
+    from servesweep.render.entry import check_config_or_exit
+
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "c4.json").write_text("{}")
+    check_config_or_exit(
+        {"rehearsal": 1, "stack_reuse": "0", "partial": True, "baseline": str(tmp_path), "recipes": "a,b"}
+    )
+    assert (tmp_path / "r" / "c4.json").read_text() == "{}"  # a check reads nothing it need not

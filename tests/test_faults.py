@@ -228,7 +228,7 @@ def test_driver_interrupted_mid_point(fwf, reliability, sig):
 
 def test_snakemake_interrupted_and_restarted(fwf, reliability):
     reliability("faults", "snakemake interrupted + restart")
-    write_recipe(fwf, "restart", conc=(2, 3), duration=8)
+    write_recipe(fwf, "restart", conc=(2, 3), duration=5)
     with no_processes_left(fwf):
         assert snakemake(fwf, "results/restart/c2.json").returncode == 0  # one point already done
         env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
@@ -263,7 +263,7 @@ def test_secrets_never_land_in_outputs_and_shell_strings_stay_verbatim(fwf, reli
         d["env"]["PROBE"] = hostile
         d["engine"]["env"] = {"PROBE_ARG": hostile, "HF_TOKEN": {"from_env": "HF_TOKEN", "secret": True}}
 
-    name = write_recipe(fwf, "secretive", duration=20, mutate=mutate)
+    name = write_recipe(fwf, "secretive", duration=6, mutate=mutate)
     with no_processes_left(fwf):
         with running_point(fwf, name, env={"HF_TOKEN": secret, "WANDB_API_KEY": secret}) as p:
             wait_for_text(fwf / f"logs/{name}/c2/driver.log", "bench: aiperf")

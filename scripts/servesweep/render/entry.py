@@ -125,6 +125,30 @@ def _say_parsers(sel, listed: int = 5) -> None:
         print(f"servesweep: engine arguments of {what} not parser-checked: {reason}", file=sys.stderr)
 
 
+BOOLEAN_CONFIG = ("rehearsal", "stack_reuse", "partial")
+
+
+def _typed_config_problems(config: dict) -> list[Problem]:
+    """Booleans are booleans, a baseline is a results folder, a recipe is listed once."""
+    out = []
+    for key in BOOLEAN_CONFIG:
+        if key in config and str(config[key]).lower() not in ("0", "1", "true", "false"):
+            out.append(Problem("--config", key, f"{str(config[key])[:60]!r} is not a boolean: give 1 or 0"))
+    if "baseline" in config:
+        base = Path(str(config["baseline"]))
+        looks = base.is_dir() and not base.is_symlink() and (
+            (base / "summary.csv").is_file() or any(base.glob("*/c*.json"))
+        )  # fmt: skip
+        if not looks:
+            reason = f"{str(base)[:200]!r} is not a results folder (no summary.csv, no <recipe>/c<conc>.json)"
+            out.append(Problem("--config", "baseline", reason))
+    names = [r for r in str(config.get("recipes", "")).split(",") if r]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        out.append(Problem("--config", "recipes", f"listed more than once: {', '.join(twice)[:200]}"))
+    return out
+
+
 def check_config_or_exit(config: dict) -> None:
     """`--config` keys are checked like recipe keys: a misspelled one is an error with a suggestion,
     never silently ignored."""
@@ -136,6 +160,7 @@ def check_config_or_exit(config: dict) -> None:
             hint = difflib.get_close_matches(key, list(CONFIG_KEYS), n=1, cutoff=0.6)
             known = f"did you mean {hint[0]!r}?" if hint else "known: " + ", ".join(sorted(CONFIG_KEYS))
             problems.append(Problem("--config", key, f"unknown key {key!r} ({known})"))
+    problems += _typed_config_problems(config)
     if "linger_s" in config:
         try:
             ok = 0 <= float(config["linger_s"]) <= 86400
