@@ -22,6 +22,10 @@ def config_flag(key):
 
 
 private_outputs()  # this Snakemake process and what it starts write owner-only files
+# Snakemake made its own folder (and its log) before this line ran: closing the folder closes them
+if workflow.is_main_process and os.path.isdir(".snakemake"):
+    if os.stat(".snakemake").st_uid == os.getuid():
+        os.chmod(".snakemake", 0o700)
 check_config_or_exit(config)
 CLUSTER = config.get("cluster", "local")
 # --config stack_reuse=0: one stack per point for this run (the drivers read it too).

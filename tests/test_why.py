@@ -79,6 +79,7 @@ def edit_recipe(wf, mutate) -> None:
 def test_results_keep_their_source(measured):
     for f in (POINTS[0], f".plans/{NAME}/c2.json", f".plans/{NAME}/source.json", f"logs/{NAME}/c2/driver.log"):
         assert stat.S_IMODE((measured / f).stat().st_mode) == 0o600, f  # owner-only on a shared filesystem
+    assert stat.S_IMODE((measured / ".snakemake").stat().st_mode) == 0o700  # Snakemake's own folder and log
     doc = json.loads((measured / POINTS[0]).read_text())
     src = doc["source"]
     assert src["schema"] == "servesweep.source/1" and src["recipe"]["name"] == NAME
