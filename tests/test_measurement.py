@@ -134,6 +134,7 @@ def test_a_process_env_is_the_plans_plus_an_allowlist_of_the_drivers(monkeypatch
         env, _ = ctx.env(p, base=driver)
         assert "CUDA_VISIBLE_DEVICES" not in env and "DYN_SYSTEM_PORT" not in env, role
         assert {"PATH", "HOME", "LC_ALL"} <= set(env) and not {"SLURM_STEP_ID", "MY_TOKEN", "VLLM_X"} & set(env)
+        assert env["PYTHONUNBUFFERED"] == "1"  # the launcher's own: logs are current
     worker = procs["decode-0-n0"]
     env, _ = ctx.env(worker, base=driver)
     assert env["CUDA_VISIBLE_DEVICES"] == worker.env["CUDA_VISIBLE_DEVICES"]  # the plan's slice, not the job's

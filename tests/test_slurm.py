@@ -339,7 +339,8 @@ def test_rerun_submits_only_the_missing_points(swf):
     finally:
         recipe.unlink()
     assert r.returncode == 0, r.stderr[-2000:]
-    assert set(re.findall(r"output: (results/[^,\s]+/c\d+\.json)", r.stdout)) == set(targets[1:])
+    assert set(re.findall(r"output: (results/[^,\s]+/c\d+\.json)", r.stdout)) == {targets[1]}  # the missing one
+    assert f"{targets[2]}: not JSON" in r.stderr and "a real run moves it aside and reruns the point" in r.stderr
 
 
 def _nodes(state: str, names: list[str], check: bool = True) -> None:

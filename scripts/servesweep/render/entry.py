@@ -187,7 +187,8 @@ def load_or_exit(
     """For the Snakefile: validate, write the plans; a clean report and exit 2 instead of a traceback.
     In a job's nested snakemake, only read what the main process wrote. The caller makes its process's
     outputs private (rules/common.smk): loading never changes the umask of whoever loads it. A dry
-    run names unusable results and moves nothing."""
+    run names unusable results and moves nothing (Snakemake lists their points once a real run has
+    moved them aside: at parse time it has no DAG settings to force them with)."""
     if not main_process:
         return SubmittedPlans(root, cluster)
     with gc_paused():
@@ -222,7 +223,8 @@ def _load(root: Path, cluster: str, only, rehearsal: bool, scope, linger_s, dry_
         _say_parsers(sel)
         for line in why.cause_lines(sel.staleness()):
             print(f"servesweep: {line}", file=sys.stderr)
-        for line in why.quarantine(sel.root, [r.name for r in sel.selected], move=not dry_run):
+        unusable = why.quarantine(sel.root, [r.name for r in sel.selected], move=not dry_run)
+        for _, line in unusable:
             print(f"servesweep: warning: {line}", file=sys.stderr)
         flow.write_missing()
         if rehearsal:

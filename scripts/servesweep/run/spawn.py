@@ -58,12 +58,16 @@ INHERITED_ENV = frozenset(
      "SLURM_JOB_ID", "SLURM_JOBID", "SLURM_CONF", "SLURM_CLUSTER_NAME"}
 )  # fmt: skip
 INHERITED_PREFIXES = ("LC_",)
+# what the launcher sets for every process, whatever the driver's env: Python writes each log line as it
+# happens (a failure's log tail, the log scan and a killed step's last words depend on it)
+LAUNCHER_ENV = {"PYTHONUNBUFFERED": "1"}
 
 
 def inherited_env(environ) -> dict:
-    """The allowlisted part of the driver's environment (credentials never among it)."""
+    """The allowlisted part of the driver's environment (credentials never among it) and the launcher's
+    own settings; the plan's env comes on top."""
     keep = {k: v for k, v in environ.items() if k in INHERITED_ENV or k.startswith(INHERITED_PREFIXES)}
-    return without_secrets(keep)
+    return {**without_secrets(keep), **LAUNCHER_ENV}
 
 
 class MissingSecret(Exception):
