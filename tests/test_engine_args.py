@@ -11,11 +11,12 @@ pytestmark = pytest.mark.integration  # needs the engines' venvs (make setup)
 VLLM = yaml.safe_load((ROOT / "recipes" / "local-agg-2x-vllm-cpu.yaml").read_text())
 MOCKER = yaml.safe_load((ROOT / "recipes" / "local-agg-2x-mocker.yaml").read_text())
 DYN_VLLM = yaml.safe_load((ROOT / "recipes" / "local-agg-2x-dynamo-vllm-cpu.yaml").read_text())
+AFTER_VLLM = len(VLLM["engine"]["args"])  # the index of the first flag a case appends to the vLLM recipe's
 CASES = {
     # id: (base recipe, extra engine args, field the error must name, words of the reason)
-    "misspelled": (VLLM, ["--max-num-batch-tokens", 8192], "engine.args[9]", "unrecognized arguments"),
-    "wrong-type": (VLLM, ["--max-num-seqs", "many"], "engine.args[9]", "invalid int value"),
-    "sglang-flag": (VLLM, ["--mem-fraction-static", 0.8], "engine.args[9]", "unrecognized arguments"),
+    "misspelled": (VLLM, ["--max-num-batch-tokens", 8192], f"engine.args[{AFTER_VLLM}]", "unrecognized arguments"),
+    "wrong-type": (VLLM, ["--max-num-seqs", "many"], f"engine.args[{AFTER_VLLM}]", "invalid int value"),
+    "sglang-flag": (VLLM, ["--mem-fraction-static", 0.8], f"engine.args[{AFTER_VLLM}]", "unrecognized arguments"),
     "mocker-flag": (MOCKER, ["--speedup-ratoi", 2], "engine.args[6]", "unrecognized arguments"),
     "dynamo-vllm-flag": (DYN_VLLM, ["--max-num-batch-tokens", 8192], "engine.args[9]", "unrecognized arguments"),
     "frontend-type": (DYN_VLLM, [], "frontend.args[0]", "invalid float value"),
@@ -48,7 +49,7 @@ def test_a_bad_engine_flag_is_named_by_the_engines_own_parser(wf, case):
 def test_the_dry_run_stops_before_anything_is_submitted(wf):
     r = snakemake(wf, "-n", "results/args-misspelled/c2.json", timeout=300)
     assert r.returncode != 0 and "Traceback" not in r.stderr
-    assert "recipes/args-misspelled.yaml: engine.args[9]: vllm parser: unrecognized arguments" in r.stderr
+    assert f"recipes/args-misspelled.yaml: engine.args[{AFTER_VLLM}]: vllm parser: unrecognized arguments" in r.stderr
     assert not (wf / ".plans" / "args-misspelled").exists()  # nothing rendered for a job to pick up
 
 
