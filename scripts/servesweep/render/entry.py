@@ -223,8 +223,7 @@ def _load(root: Path, cluster: str, only, rehearsal: bool, scope, linger_s, dry_
         _say_parsers(sel)
         for line in why.cause_lines(sel.staleness()):
             print(f"servesweep: {line}", file=sys.stderr)
-        unusable = why.quarantine(sel.root, [r.name for r in sel.selected], move=not dry_run)
-        for _, line in unusable:
+        for line in why.quarantine(sel.root, [r.name for r in sel.selected], move=not dry_run):
             print(f"servesweep: warning: {line}", file=sys.stderr)
         flow.write_missing()
         if rehearsal:

@@ -41,36 +41,35 @@ def read_result(path: Path) -> tuple[dict | None, str | None]:
     return checked_json(path, "result.schema.yaml")
 
 
-def quarantine(root: Path, recipes: list[str], move: bool = True) -> list[tuple[Path | None, str]]:
-    """Name every unusable result of these recipes: (the point's result path, a line). With ``move``
-    (a real run, never a dry run) move it aside (``c4.json.unreadable-1``: its bytes are kept) so
-    Snakemake sees the point missing and reruns it; a dry run only names it. A symbolic link is
-    neither read nor moved (path None)."""
-    out = []
+def quarantine(root: Path, recipes: list[str], move: bool = True) -> list[str]:
+    """Name every unusable result of these recipes, one line each. With ``move`` (a real run, never a
+    dry run) move it aside (``c4.json.unreadable-1``: its bytes are kept) so Snakemake sees the point
+    missing and reruns it; a dry run only names it. A symbolic link is neither read nor moved."""
+    lines = []
     for name in recipes:
         folder = root / "results" / name
         if folder.is_symlink():
-            out.append((None, f"{folder.relative_to(root)}: a symbolic link: never followed; move it away yourself"))
+            lines.append(f"{folder.relative_to(root)}: a symbolic link: never followed; move it away yourself")
             continue
         for path in sorted(folder.glob("c*.json")):
             rel = path.relative_to(root)
             if not path.stem[1:].isdigit() or not (path.is_file() or path.is_symlink()):
                 continue
             if path.is_symlink():
-                out.append((None, f"{rel}: a symbolic link: never followed; move it away yourself"))
+                lines.append(f"{rel}: a symbolic link: never followed; move it away yourself")
                 continue
             doc, reason = read_result(path)
             if doc is not None:
                 continue
             if not move:
-                out.append((rel, f"{rel}: {reason}: a real run moves it aside and reruns the point"))
+                lines.append(f"{rel}: {reason}: a real run moves it aside and reruns the point")
                 continue
             n = 1
             while (aside := path.with_name(f"{path.name}.unreadable-{n}")).exists():
                 n += 1
             path.rename(aside)
-            out.append((rel, f"{rel}: {reason}: moved to {aside.name}; the point reruns"))
-    return out
+            lines.append(f"{rel}: {reason}: moved to {aside.name}; the point reruns")
+    return lines
 
 
 def used_changes(changes: list[Change], recipe: Recipe, cluster: Cluster, conc: int, fingerprint: str) -> list[Change]:

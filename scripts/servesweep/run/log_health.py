@@ -11,11 +11,12 @@ from ..contract import Plan
 
 TRACEBACK = "Traceback (most recent call last):"
 # fatal markers by the role that prints them (its own log format); "*" applies to every process
+_ENGINE = (r"EngineDeadError", r"CUDA error", r"\bFATAL\b")
 FATAL = {
     "*": (r"Segmentation fault", r"core dumped", r"panicked at"),  # crashes, Rust panics (Dynamo)
-    "agg": (r"EngineDeadError", r"CUDA error", r"\bFATAL\b"),
-    "prefill": (r"EngineDeadError", r"CUDA error", r"\bFATAL\b"),
-    "decode": (r"EngineDeadError", r"CUDA error", r"\bFATAL\b"),
+    "agg": _ENGINE,
+    "prefill": _ENGINE,
+    "decode": _ENGINE,
     "frontend": (r"\bFATAL\b",),
     "etcd": (r'"level":"(?:fatal|panic)"',),
     "nats": (r"\[FTL\]",),
