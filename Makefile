@@ -63,14 +63,19 @@ demo: system-demo
 	$(MAKE) setup
 	$(PROJECT)/bin/python -m servesweep demo
 
+# Tests run on $(TEST_WORKERS) pytest-xdist workers: most wait on stacks, not the CPU. A module sharing a
+# module-scoped fixture runs whole on one worker (tests/conftest.py says which).
+TEST_WORKERS ?= 3
+PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadgroup
+
 test: system-test
 	$(MAKE) setup
-	$(PROJECT)/bin/pytest -ra --durations=40
+	$(PROJECT)/bin/pytest $(PYTEST_PARALLEL) -ra --durations=40
 
 # the dry-run tests need what a dry run checks (engine venv, model, nginx): the same setup as `test`
 test-fast: system-test
 	$(MAKE) setup
-	$(PROJECT)/bin/pytest -ra -m "not integration and not slurm"
+	$(PROJECT)/bin/pytest $(PYTEST_PARALLEL) -ra -m "not integration and not slurm"
 
 lint: $(PROJECT)/.done
 	$(PROJECT)/bin/ruff check scripts tests bench

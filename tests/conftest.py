@@ -1,4 +1,4 @@
-"""Fixtures and the reliability report (helpers live in helpers.py)."""
+"""Fixtures, the parallel layout and the reliability report (helpers live in helpers.py)."""
 
 from __future__ import annotations
 
@@ -24,30 +24,42 @@ def wf(tmp_path):
     return copy_workflow(tmp_path / "wf", LOCAL_RECIPES)
 
 
-# -- the reliability report: tests record (category, case, passed); printed at the end --
+# -- where tests run in parallel (pytest-xdist, `--dist loadgroup`) --
+# A module whose tests share a module-scoped fixture (a measured sweep, the Slurm test cluster, a
+# venv probe) runs whole on one worker, so the fixture is built once; every other test is its own
+# unit. The Slurm cluster is host-wide (one per host), so its module is one unit by necessity.
+SHARED_FIXTURE_MODULES = ("test_slurm", "test_local_sweep", "test_why", "test_engine_args", "test_bad_input")
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        module = item.module.__name__ if item.module else ""
+        if module in SHARED_FIXTURE_MODULES:
+            item.add_marker(pytest.mark.xdist_group(module))
+
+
+# -- the reliability report: tests record (category, case); a case passed if its test passed --
+# Cases travel as the report's user_properties, so the report also adds up across xdist workers.
+RELIABILITY_KEY = "servesweep-reliability"
 
 
 @pytest.fixture
 def reliability(request):
     """record(category, case) marks a case tried; it passes if the test passes."""
-    entries = []
 
     def record(category: str, case: str):
-        entries.append((category, case))
+        request.node.user_properties.append((RELIABILITY_KEY, (category, case)))
 
-    yield record
-    rep = getattr(request.node, "rep_call", None)
-    ok = bool(rep and rep.passed)
-    for category, case in entries:
-        RELIABILITY.setdefault(category, []).append((case, ok))
+    return record
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    rep = outcome.get_result()
-    if rep.when == "call":
-        item.rep_call = rep
+def pytest_runtest_logreport(report):
+    if report.when != "call" or os.environ.get("PYTEST_XDIST_WORKER"):  # a worker's reports reach the controller
+        return
+    for key, value in report.user_properties:
+        if key == RELIABILITY_KEY:
+            category, case = value
+            RELIABILITY.setdefault(category, []).append((case, report.passed))
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -75,14 +75,14 @@ def test_a_second_unix_user_leases_a_port_slot_on_the_same_host():
 
     from servesweep.run import slots
 
-    lease, _ = slots.lease_slot([24000], 16, 4, seed="a")
+    lease, _ = slots.lease_slot([38000], 16, 4, seed="a")
     shared = Path(tempfile.mkdtemp(prefix="servesweep-test-"))
     try:
         shared.chmod(0o755)
         shutil.copy(ROOT / "scripts/servesweep/run/slots.py", shared / "slots.py")
         code = (
             f"import sys; sys.path.insert(0, {str(shared)!r}); import slots; "
-            "lease, _ = slots.lease_slot([24000], 16, 4, seed='a'); print(lease.slot, slots.default_lock_dir())"
+            "lease, _ = slots.lease_slot([38000], 16, 4, seed='a'); print(lease.slot, slots.default_lock_dir())"
         )
         r = subprocess.run(
             ["/usr/bin/python3", "-c", code], capture_output=True, text=True, timeout=60,
