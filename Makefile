@@ -66,11 +66,16 @@ demo: system-demo
 # Tests run on $(TEST_WORKERS) pytest-xdist workers: most wait on stacks, not the CPU. A module sharing a
 # module-scoped fixture runs whole on one worker (tests/conftest.py says which).
 TEST_WORKERS ?= 3
-PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadgroup
+PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
+TIMELINE := .cache/test-timeline.jsonl
+
+# after the tests, where their time went (by marker and by worker: bench/suite_time.py)
 test: system-test
 	$(MAKE) setup
-	$(PROJECT)/bin/pytest $(PYTEST_PARALLEL) -ra --durations=40
+	rm -f $(TIMELINE)
+	SERVESWEEP_TEST_TIMELINE=$(TIMELINE) $(PROJECT)/bin/pytest $(PYTEST_PARALLEL) -ra --durations=40; rc=$$?; \
+		$(PROJECT)/bin/python bench/suite_time.py --timeline $(TIMELINE); exit $$rc
 
 # the dry-run tests need what a dry run checks (engine venv, model, nginx): the same setup as `test`
 test-fast: system-test

@@ -437,6 +437,19 @@ CASES = [
             "duration_s: 20", "duration_s: 2026-01-01"
         ),
     ),
+    Case(
+        "trace-outside-data",
+        "scenario.dataset.trace.path",
+        "none of cluster local's data roots",
+        _set("scenario.dataset.trace.path", "/etc/shadow"),
+    ),
+    Case(
+        "trace-climbs-out",
+        "scenario.dataset.trace.path",
+        "none of cluster local's data roots",
+        _set("scenario.dataset.trace.path", "{trace_dir}/../../etc/passwd"),
+    ),
+    Case("model-outside-data", "model.path", "none of cluster local's data roots", _set("model.path", "/root")),
     Case("deep-nesting", "(structure)", "nested deeper than", text="name: " + "[" * 1000 + "]" * 1000 + "\n"),
     Case("very-deep-nesting", "(structure)", "nested deeper than", text="name: " + "[" * 30000 + "]" * 30000 + "\n"),
     Case(

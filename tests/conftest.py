@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import time
 
 import pytest
 
@@ -32,10 +34,32 @@ SHARED_FIXTURE_MODULES = ("test_slurm", "test_local_sweep", "test_why", "test_en
 
 
 def pytest_collection_modifyitems(items):
+    """Group the shared-fixture modules, and put the longest unit (the Slurm module, ~20 min of
+    waiting on the cluster) first, so a worker starts it at once (with --no-loadscope-reorder the
+    scheduler hands units out in this order)."""
     for item in items:
         module = item.module.__name__ if item.module else ""
         if module in SHARED_FIXTURE_MODULES:
             item.add_marker(pytest.mark.xdist_group(module))
+    rank = {m: i for i, m in enumerate(SHARED_FIXTURE_MODULES)}
+    items.sort(key=lambda it: rank.get(it.module.__name__ if it.module else "", len(rank)))
+
+
+# -- the suite's timeline (bench/suite_time.py): one JSON line per test, from whichever worker ran it --
+TIMELINE_ENV = "SERVESWEEP_TEST_TIMELINE"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    start = time.time()
+    yield
+    path = os.environ.get(TIMELINE_ENV)
+    if path:
+        markers = sorted({m.name for m in item.iter_markers()} & {"integration", "slurm"}) or ["unit"]
+        line = {"test": item.nodeid, "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+                "start": start, "end": time.time(), "marker": markers[0]}  # fmt: skip
+        with open(path, "a") as f:
+            f.write(json.dumps(line) + "\n")
 
 
 # -- the reliability report: tests record (category, case); a case passed if its test passed --

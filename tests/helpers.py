@@ -23,6 +23,9 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = workcopy.BIN
 LOCAL_RECIPES = ["local-agg-2x-mocker", "local-disagg-1p1d-mocker"]
 CLUSTERS = all_clusters(ROOT / "profiles")
+# what a stack's driver makes at start (run/credentials), as stand-in values for plans resolved in tests
+STACK_CREDENTIALS = {"nats_password": "n-test", "tls_ca_pem": "CA", "tls_cert_pem": "CERT", "tls_key_pem": "KEY"}
+ETCD_TLS_ENV = {"ETCD_AUTH_CA", "ETCD_AUTH_CLIENT_CERT", "ETCD_AUTH_CLIENT_KEY"}
 RELIABILITY: dict[str, list[tuple[str, bool]]] = {}  # category -> (case, passed), printed at the end
 STACK_PROGRAMS = (
     "dynamo.mocker", "dynamo.frontend", "aiperf", "servesweep run-point", "servesweep.run.standin",

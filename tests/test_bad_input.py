@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from servesweep.errors import InputError
+from servesweep.render import smk
 from servesweep.render.cluster import all_clusters
 from servesweep.render.recipe import load_recipe, load_recipes
 
@@ -291,6 +292,27 @@ def test_a_broken_recipe_stops_only_the_runs_that_select_it(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         load_or_exit(wf, "local")
     assert e.value.code == 2 and "recipes/broken.yaml: line 2" in capsys.readouterr().err
+    targets = lambda: smk.target_recipes(["-n", "results/local-agg-2x-mocker/c4.json"])  # noqa: E731
+    load_or_exit(wf, "local", targeted=targets)  # the command line's targets name only the good one
+    assert "warning: not selected and broken: recipes/broken.yaml: line 2" in capsys.readouterr().err
+    for argv in (["results/summary.md"], [], ["results/local-agg-2x-mocker/c4.json", "all"]):
+        assert smk.target_recipes(argv) is None, argv  # a target that may need every recipe
+
+
+def test_a_symlinked_recipe_is_never_read_or_quoted(tmp_path):
+    """A recipe that is a link (to a protected file, or to a good recipe) is refused unread: its
+    content never reaches a message."""
+    wf = copy_workflow(tmp_path / "wf", recipes=["local-agg-2x-mocker"])
+    secret = tmp_path / "protected"
+    secret.write_text("root-secret-line: x\nsecond-secret-line\n")
+    secret.chmod(0o600)
+    (wf / "recipes" / "stolen.yaml").symlink_to(secret)
+    (wf / "recipes" / "alias.yaml").symlink_to(wf / "recipes" / "local-agg-2x-mocker.yaml")
+    r = snakemake(wf, "-n")
+    assert r.returncode == 2, r.stderr[-2000:]
+    for name in ("stolen", "alias"):
+        assert f"recipes/{name}.yaml: a symbolic link: never followed" in r.stderr
+    assert "secret-line" not in r.stdout + r.stderr and "Traceback" not in r.stderr
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from servesweep.report.summary import missing_points
 from servesweep.run.slots import port_free
 
 from helpers import (
@@ -184,8 +185,21 @@ def _hold(port: int) -> socket.socket | None:
     return sock
 
 
-def test_port_already_bound_is_avoided_or_reported(fwf, reliability):
+def _ports_of_its_own(wf: Path, tmp: Path) -> dict:
+    """A port range and slot locks no other test uses (tests run in parallel): 4 slots below the local
+    profile's range; the env that points the drivers at the private lock directory."""
+    facts = wf / "profiles/local/cluster.yaml"
+    doc = yaml.safe_load(facts.read_text())
+    doc.update(port_base=20480, port_slots=4)
+    facts.write_text(yaml.safe_dump(doc, sort_keys=False))
+    locks = tmp / "port-locks"
+    locks.mkdir(mode=0o700)
+    return {"SERVESWEEP_PORT_LOCKS": str(locks)}
+
+
+def test_port_already_bound_is_avoided_or_reported(fwf, tmp_path, reliability):
     reliability("faults", "port already bound")
+    env = _ports_of_its_own(fwf, tmp_path)
     name = write_recipe(fwf, "port-taken")
     plan = json.loads(plan_text(fwf, name))
     block, slots = plan["ports"]["block"], plan["ports"]["slots"]
@@ -196,14 +210,14 @@ def test_port_already_bound_is_avoided_or_reported(fwf, reliability):
     try:
         held += [_hold(http + s * block) for s in range(slots) if s != free]  # every other slot is taken
         with no_processes_left(fwf):
-            r = snakemake(fwf, f"results/{name}/c2.json", "--config", "stack_reuse=0")
+            r = snakemake(fwf, f"results/{name}/c2.json", "--config", "stack_reuse=0", env=env)
         assert r.returncode == 0, r.stdout[-3000:]
         log = (fwf / f"logs/{name}/c2/driver.log").read_text()
         assert f"port slot {free}," in log  # the only free slot (the search starts at a slot of its own)
         held.append(_hold(http + free * block))  # now every slot: a clear error, nothing started
         (fwf / f"results/{name}/c2.json").unlink()
         with no_processes_left(fwf):
-            r = snakemake(fwf, f"results/{name}/c2.json")  # on a warm-stack keeper this time: same message
+            r = snakemake(fwf, f"results/{name}/c2.json", env=env)  # on a warm-stack keeper: same message
         assert r.returncode != 0
         assert "no free port slot" in failure_reason(fwf, name, 2)
         check_clean(fwf, f"results/{name}/c2.json")
@@ -297,23 +311,31 @@ def test_secrets_never_land_in_outputs_and_shell_strings_stay_verbatim(fwf, reli
 
 
 def test_result_write_failure_keeps_the_measured_result(fwf, reliability):
-    """Anything failing after the benchmark: the full result and aiperf's artifacts are kept, one clear message."""
-    reliability("faults", "result cannot be written")
-    name = write_recipe(fwf, "unwritable")
+    """Anything failing after the benchmark: the full result and aiperf's artifacts are kept, one clear
+    message; a second failed attempt keeps its own beside the first, and the summary names both."""
+    reliability("faults", "result cannot be written, twice")
+    name = write_recipe(fwf, "unwritable", duration=3)
     (fwf / f"results/{name}/c2.json").mkdir(parents=True)  # a directory where the result file goes
     (fwf / f"{name}.plan.json").write_text(plan_text(fwf, name))
-    with no_processes_left(fwf):
-        r = subprocess.run(
-            [str(BIN / "servesweep"), "run-point", f"{name}.plan.json", f"results/{name}/c2.json"],
-            cwd=fwf, capture_output=True, text=True, timeout=180,
-        )  # fmt: skip
-    assert r.returncode == 1
-    assert "Traceback" not in r.stderr
-    kept = fwf / f"logs/{name}/c2/result.unsaved.json"
-    assert f"the full result is kept in {kept}" in r.stderr
-    doc = json.loads(kept.read_text())
-    assert doc["figures"]["requests_completed"] > 0
-    assert (fwf / f"logs/{name}/c2/aiperf/profile_export_aiperf.json").exists()
+    runs = []
+    for _ in range(2):
+        with no_processes_left(fwf):
+            runs.append(subprocess.run(
+                [str(BIN / "servesweep"), "run-point", f"{name}.plan.json", f"results/{name}/c2.json"],
+                cwd=fwf, capture_output=True, text=True, timeout=180,
+            ))  # fmt: skip
+    docs = []
+    for r, run_dir in zip(runs, (f"logs/{name}/c2.attempt-1", f"logs/{name}/c2"), strict=True):
+        assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
+        kept = fwf / run_dir / "result.unsaved.json"
+        assert f"the full result is kept in {fwf / f'logs/{name}/c2'}/result.unsaved.json" in r.stderr
+        docs.append(json.loads(kept.read_text()))
+        assert docs[-1]["figures"]["requests_completed"] > 0
+        assert (fwf / run_dir / "aiperf/profile_export_aiperf.json").exists()
+    assert docs[0]["identity"]["end_time"] != docs[1]["identity"]["end_time"]  # two measurements
+    point = {"recipe": name, "concurrency": 2, "result": f"results/{name}/c2.json", "log_dir": f"logs/{name}/c2"}
+    ((_, _, reason, _),) = missing_points({"points": [point]}, set(), fwf)
+    assert f"logs/{name}/c2/result.unsaved.json, logs/{name}/c2.attempt-1/result.unsaved.json" in reason
 
 
 def test_concurrent_points_never_collide(fwf, reliability):

@@ -60,8 +60,10 @@ def leaves(schema: dict, node: dict, path: tuple = ()) -> list[tuple[tuple, dict
 ABSENT = object()  # a one-value enum changes from its value to not being set
 
 
-def _values(node: dict, old):
+def _values(node: dict, old, leaf: str = ""):
     """Other values the schema allows, the likeliest to be accepted first."""
+    if leaf == "path" and not old:  # a model or trace: under the cluster's data roots (render/cluster)
+        return ["{trace_dir}/probe-1", "{trace_dir}/probe-2"]
     if "enum" in node:
         return [v for v in node["enum"] if v != old] or [ABSENT]
     kinds = node.get("type")
@@ -172,7 +174,7 @@ def _holding(doc: dict, path: tuple, node: dict) -> tuple[dict, list]:
     value of the leaf to another, never from absent to present) and the values to change it to."""
     if _get(doc, path) is not None:
         return doc, _values(node, _get(doc, path))
-    first, *rest = _values(node, None)
+    first, *rest = _values(node, None, path[-1])
     doc = copy.deepcopy(doc)
     _set(doc, path, first)
     return doc, rest

@@ -90,7 +90,9 @@ def test_every_plan_is_the_one_rendered_before_kinds_were_plugins():
     plans differed only in the sysguards, the loopback system ports and the port numbers after them;
     and for the four DSV4 recipes when they moved to aiperf's AgentX scenario and the router's expiry
     to the frontend, issue #37, checked by hand to differ only in those; and for the recipes whose
-    speculative config changed: the MTP ones' synthetic rejection sampling, the CPU vLLM's n-gram drafter)."""
+    speculative config changed: the MTP ones' synthetic rejection sampling, the CPU vLLM's n-gram drafter;
+    and for the etcd stacks when etcd went to mutual TLS with its peer port on loopback, issue #40, checked
+    by hand to differ only in etcd's argv, URLs and the processes' ETCD_* env)."""
     want = json.loads(GOLDEN.read_text())
     got = _all_plans()
     assert set(got) == set(want)

@@ -19,7 +19,7 @@ from servesweep.run import bench
 from servesweep.run.spawn import INHERITED_ENV, Context
 from servesweep.tools import traces
 
-from helpers import CLUSTERS, ROOT, plan_of
+from helpers import CLUSTERS, ROOT, STACK_CREDENTIALS, plan_of
 
 AGENTX = [
     "dsv4-pro-gb200-3p1d-pdep8-ddep16-pergpu",
@@ -126,7 +126,7 @@ def test_a_process_env_is_the_plans_plus_an_allowlist_of_the_drivers(monkeypatch
     plan = Plan.from_json(plan_of("dsv4-pro-gb300-1p1d-pdep8-ddep8-mtp"))
     procs = {p.name: p for p in plan.processes}
     ctx = Context(["10.0.0.1"] * plan.nodes, ["n0"] * plan.nodes, 0, "1", Path("/r"), procs,
-                  credentials={"etcd_password": "e", "nats_password": "n"})  # fmt: skip
+                  credentials=STACK_CREDENTIALS)  # fmt: skip
     driver = {"PATH": "/usr/bin", "HOME": "/root", "LC_ALL": "C", "CUDA_VISIBLE_DEVICES": "0,1,2,3",
               "DYN_SYSTEM_PORT": "9999", "SLURM_STEP_ID": "3", "MY_TOKEN": "s", "VLLM_X": "1"}  # fmt: skip
     for role in ("frontend", "etcd", "sysguard", "kvstore"):

@@ -27,7 +27,7 @@ import pytest
 from servesweep.contract import Plan
 from servesweep.run.spawn import Context
 
-from helpers import plan_of
+from helpers import STACK_CREDENTIALS, plan_of
 
 PRODUCTION = [
     "gemma4-livekit-2tp4-dyn-vllm-prod",
@@ -42,7 +42,7 @@ def resolved(name: str):
     addrs = [f"10.1.0.{i + 1}" for i in range(plan.nodes)]
     ctx = Context(
         addrs, [f"n{i}" for i in range(plan.nodes)], 0, "77", Path("/w/logs/x"), {p.name: p for p in plan.processes},
-        credentials={"etcd_password": "e-test", "nats_password": "n-test"},
+        credentials=STACK_CREDENTIALS,
     )  # fmt: skip
     procs = {}
     for p in plan.processes:
@@ -150,7 +150,7 @@ def test_no_file_discovery_across_nodes(name):
     plan, addrs, procs = resolved(name)
     (etcd,) = [p for p, _, _ in procs.values() if p.role == "etcd"]
     assert etcd.node == 0
-    endpoint = f"http://{addrs[0]}:{etcd.ports['client'].port}"
+    endpoint = f"https://{addrs[0]}:{etcd.ports['client'].port}"
     for p, argv, env in procs.values():
         if p.role in ("frontend", "agg", "prefill", "decode"):
             assert flag(argv, "--discovery-backend") == "etcd", p.name

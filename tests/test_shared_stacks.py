@@ -148,7 +148,7 @@ def test_a_points_client_side_is_checked_apart_from_its_stacks(tmp_path):
 
     doc = copy.deepcopy(BASE.doc)
     doc["scenario"]["dataset"]["trace"]["path"] = "recipes/traces/nowhere.jsonl"
-    doc["model"]["path"] = str(tmp_path / "no-model")
+    doc["model"]["path"] = ".cache/models/no-model"  # under the data roots, not there
     plan = Plan.from_json(render(dataclasses.replace(BASE, doc=doc), CLUSTERS["local"], 4))
     result = ROOT / "results" / "x" / "c4.json"
 

@@ -11,7 +11,7 @@ from servesweep.contract import Plan
 from servesweep.encode import canonical
 from servesweep.run.spawn import STEP_WRAPPER, Context, SrunSpawner
 
-from helpers import plan_of
+from helpers import ETCD_TLS_ENV, STACK_CREDENTIALS, plan_of
 
 
 def typed(name, conc=None) -> Plan:
@@ -23,7 +23,7 @@ def ctx_for(plan: Plan, names=None, shift=0):
     names = names or [f"node{i:02d}" for i in range(n)]
     procs = {p.name: p for p in plan.processes}
     ips = [f"10.0.0.{i + 1}" for i in range(n)]
-    creds = {"etcd_password": "e-test", "nats_password": "n-test"}
+    creds = STACK_CREDENTIALS
     return Context(
         ips, names, shift, "4242", Path("/work/wf/logs/x/c1"), procs, workdir=Path("/work/wf"), credentials=creds
     )
@@ -78,10 +78,10 @@ def test_multi_node_processes_go_to_their_nodes_and_reach_each_other_by_address(
     env, secret = ctx.env(by["decode-0-n0"], base={}, rehearsal=True)
     assert env["DYN_TCP_RPC_HOST"] == "10.0.0.3" and env["DG_JIT_CACHE_DIR"] == "/tmp/dg-cache-4242"
     # discovery over the network: etcd on node 0, never a shared directory
-    assert env["ETCD_ENDPOINTS"] == f"http://10.0.0.1:{by['etcd'].ports['client'].port + 512}"
+    assert env["ETCD_ENDPOINTS"] == f"https://10.0.0.1:{by['etcd'].ports['client'].port + 512}"
     assert "DYN_FILE_KV" not in env
     assert env["DYN_NAMESPACE"] == ctx.namespace
-    assert "HF_TOKEN" not in env and secret == {"ETCD_AUTH_PASSWORD"}  # rehearsal: only the stack's own
+    assert "HF_TOKEN" not in env and secret == ETCD_TLS_ENV  # rehearsal: only the stack's own
 
 
 def test_secret_by_reference_resolves_only_at_spawn(monkeypatch):
@@ -89,7 +89,7 @@ def test_secret_by_reference_resolves_only_at_spawn(monkeypatch):
     doc = plan_of("dsv4-pro-gb300-1p1d-pdep8-ddep8-mtp")
     plan = Plan.from_json(doc)
     env, secret = ctx_for(plan).env(plan.process("prefill-0-n0"), base={})
-    assert env["HF_TOKEN"] == "hf_abc" and secret == {"HF_TOKEN", "ETCD_AUTH_PASSWORD"}
+    assert env["HF_TOKEN"] == "hf_abc" and secret == {"HF_TOKEN", *ETCD_TLS_ENV}
     assert "hf_abc" not in canonical(doc)
 
 

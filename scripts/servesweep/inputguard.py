@@ -24,13 +24,16 @@ _EVENT_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def file_problem(path: Path) -> str | None:
-    """Why ``path`` must not be read (a FIFO would block forever, a device or a huge file is no recipe)."""
+    """Why ``path`` must not be read (a FIFO would block forever, a device or a huge file is no recipe;
+    a symbolic link is never followed, so no file outside is read or quoted)."""
     try:
-        st = os.stat(path)
+        st = os.lstat(path)
     except FileNotFoundError:
         return "file not found"
     except OSError as e:
         return f"cannot read: {e.strerror}"
+    if stat.S_ISLNK(st.st_mode):
+        return "a symbolic link: never followed (copy the file here instead)"
     if not stat.S_ISREG(st.st_mode):
         return "not a regular file (a FIFO, device or directory is never read)"
     if st.st_size > MAX_BYTES:

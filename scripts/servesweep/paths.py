@@ -35,6 +35,15 @@ CAPACITY_LOG = "logs/{recipe}/capacity.log"
 POINT_TARGET = re.compile(r"results/(?P<recipe>[^/\s]+)/c(?P<conc>[0-9]+)\.json")  # a point's result, as a target
 
 
+RECIPE_FILE_TARGET = re.compile(r"results/(?:rehearsal/)?(?P<recipe>[^/]+)/[^/]+")  # any file of one recipe
+
+
+def recipe_of_target(target: str) -> str | None:
+    """The recipe a target file belongs to (its result, capacity, plot), or None (summary, plots …)."""
+    m = RECIPE_FILE_TARGET.fullmatch(str(Path(target)))
+    return m.group("recipe") if m and m.group("recipe") != "rehearsal" else None
+
+
 def _sub(rehearsal: bool) -> str:
     return "rehearsal/" if rehearsal else ""
 

@@ -7,8 +7,9 @@ file is what recipes refer to (several profiles may not claim one name).
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from ..errors import InputError, Problem
 from ..yamlio import load_yaml, schema_problems
@@ -16,6 +17,7 @@ from . import kinds
 from .ports import PORT_LIMIT
 
 PACKAGE_PROFILES = Path(__file__).resolve().parents[3] / "profiles"
+DATA_PLACEHOLDERS = ("model_dir", "trace_dir")  # the cluster's data directories, recipes' placeholders
 
 
 def default_profiles_dir() -> Path:
@@ -56,6 +58,27 @@ class Cluster:
 
     def python_for(self, kind: str) -> str:
         return self.engine_pythons.get(kind, self.engine_python)
+
+    def data_roots(self) -> tuple[str, ...]:
+        """Where a recipe's model and trace paths may lie: the model and trace dirs, and both sides of
+        the container's mounts (a relative root is under the workflow directory)."""
+        roots = [self.placeholders[k] for k in DATA_PLACEHOLDERS if k in self.placeholders]
+        for m in self.container_mounts:
+            roots += [side.replace("{workdir}", ".") for side in m.split(":")[:2]]
+        return tuple(dict.fromkeys(roots))
+
+    def data_path_problem(self, path: str) -> str | None:
+        """Why ``path`` (a model or trace) may not be read, or None: it must lie under a data root,
+        compared as written (``..`` resolved, no symlink read: rendering touches no file)."""
+        if "{" in path and ".." not in PurePosixPath(path).parts:
+            return None  # a runtime placeholder (the job's own directories), or an unfilled one (refused apart)
+        anchor = PurePosixPath("/__workflow__")
+        norm = PurePosixPath(os.path.normpath(anchor / path))
+        roots = self.data_roots()
+        if any(norm.is_relative_to(PurePosixPath(os.path.normpath(anchor / r))) for r in roots):
+            return None
+        shown = ", ".join(roots) or "none declared"
+        return f"{path} lies under none of cluster {self.name}'s data roots ({shown}: model_dir, trace_dir, mounts)"
 
 
 def _from_doc(doc: dict, source: str) -> Cluster:

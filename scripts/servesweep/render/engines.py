@@ -45,7 +45,15 @@ REQUEST_PLANE_TLS = {
     "DYN_TCP_TLS_CLIENT_CERT_PATH": f"{_TLS}/node.pem",
     "DYN_TCP_TLS_CLIENT_KEY_PATH": f"{_TLS}/node.key",
 }
-ETCD_USER = "root"  # etcd enables auth only with a root user; each stack's etcd is its own
+# etcd asks every client for a certificate of the stack's CA (--client-cert-auth): its key-value,
+# lease, maintenance and member APIs, /health and /metrics alike (a user/password leaves the lease
+# and maintenance APIs open). Dynamo reads these three as PEM text, not paths (ClientOptions in
+# dynamo-runtime's etcd transport), so they come from the stack like a password.
+ETCD_CLIENT_TLS = {
+    "ETCD_AUTH_CA": {"from_stack": "tls_ca_pem"},
+    "ETCD_AUTH_CLIENT_CERT": {"from_stack": "tls_cert_pem"},
+    "ETCD_AUTH_CLIENT_KEY": {"from_stack": "tls_key_pem"},
+}
 NATS_USER = "servesweep"
 
 
@@ -69,10 +77,9 @@ class Planes:
         env = {"DYN_NAMESPACE": "{namespace}", **(REQUEST_PLANE_TLS if self.tls else {})}
         if self.discovery == "file":
             env["DYN_FILE_KV"] = "{run_dir}/discovery"
-        else:  # the stack's own etcd, with the credential the driver makes when it starts the stack
-            env["ETCD_ENDPOINTS"] = "http://{addr:etcd}:{port:etcd.client}"
-            env["ETCD_AUTH_USERNAME"] = ETCD_USER
-            env["ETCD_AUTH_PASSWORD"] = {"from_stack": "etcd_password"}
+        else:  # the stack's own etcd: mutual TLS with the stack's certificate, for every call
+            env["ETCD_ENDPOINTS"] = "https://{addr:etcd}:{port:etcd.client}"
+            env |= ETCD_CLIENT_TLS
         if self.event_plane == "nats":
             env["NATS_SERVER"] = "nats://{addr:nats}:{port:nats.client}"
             env["NATS_AUTH_USERNAME"] = NATS_USER
@@ -137,22 +144,26 @@ def host_env() -> dict:
 
 
 def etcd(binary: str, alloc: PortAllocator) -> ProcessSpec:
-    url = "http://{addr:self}:{port:self.client}"
-    peer = "http://{addr:self}:{port:self.peer}"
+    """A one-member etcd: clients over mutual TLS only, the peer port on loopback (no peer to reach)."""
+    url = "https://{addr:self}:{port:self.client}"
+    peer = "https://127.0.0.1:{port:self.peer}"
     argv = [binary, "--name", "servesweep", "--data-dir", "{run_dir}/etcd", "--listen-client-urls", url]
     argv += ["--advertise-client-urls", url, "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer]
     argv += ["--initial-cluster", f"servesweep={peer}", "--log-level", "warn"]
+    for side in ("", "peer-"):  # both listeners ask for the stack's certificate
+        argv += [f"--{side}cert-file", f"{_TLS}/node.pem", f"--{side}key-file", f"{_TLS}/node.key"]
+        argv += [f"--{side}client-cert-auth", f"--{side}trusted-ca-file", f"{_TLS}/ca.pem"]
     ports = {"client": alloc.take(), "peer": alloc.take()}
     return ProcessSpec(ports, tuple(argv), {}, f"{url}/health", f"{url}/metrics")
 
 
 def nats(binary: str, alloc: PortAllocator) -> ProcessSpec:
-    """NATS with the stack's user: the driver writes its password into a 0600 config file, never argv."""
-    argv = [binary, "-a", "{addr:self}", "-p", "{port:self.client}", "-m", "{port:self.monitor}"]
+    """NATS with the stack's user: the driver writes its password into a 0600 config file, never argv.
+    No monitor port (it has no authentication and lists every connection's user and subjects):
+    readiness is NATS's own greeting on the client port."""
+    argv = [binary, "-a", "{addr:self}", "-p", "{port:self.client}"]
     argv += ["-js", "-sd", "{run_dir}/nats", "-c", "{run_dir}/nats-auth.conf"]
-    ports = {"client": alloc.take(), "monitor": alloc.take()}
-    mon = "http://{addr:self}:{port:self.monitor}"
-    return ProcessSpec(ports, tuple(argv), {}, f"{mon}/healthz", f"{mon}/varz")
+    return ProcessSpec({"client": alloc.take()}, tuple(argv), {}, "nats://{addr:self}:{port:self.client}", None)
 
 
 def balancer(binary: str, alloc: PortAllocator) -> ProcessSpec:

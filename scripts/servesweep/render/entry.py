@@ -183,6 +183,7 @@ def load_or_exit(
     scope=None,
     linger_s: float | None = None,
     dry_run: bool = False,
+    targeted=None,
 ) -> RuleView:
     """For the Snakefile: validate, write the plans; a clean report and exit 2 instead of a traceback.
     In a job's nested snakemake, only read what the main process wrote. The caller makes its process's
@@ -192,7 +193,7 @@ def load_or_exit(
     if not main_process:
         return SubmittedPlans(root, cluster)
     with gc_paused():
-        return _load(root, cluster, only, rehearsal, scope, linger_s, dry_run)
+        return _load(root, cluster, (only, targeted), rehearsal, scope, linger_s, dry_run)
 
 
 @contextlib.contextmanager
@@ -208,9 +209,10 @@ def gc_paused():
             gc.enable()
 
 
-def _load(root: Path, cluster: str, only, rehearsal: bool, scope, linger_s, dry_run: bool) -> RuleView:
+def _load(root: Path, cluster: str, chosen: tuple, rehearsal: bool, scope, linger_s, dry_run: bool) -> RuleView:
+    """``chosen``: (the recipes --config names, () -> the recipes the targets name)."""
     try:
-        sel = Selection(root, cluster, only)
+        sel = Selection(root, cluster, *chosen)
         sel.scope = scope or sel.scope
         sel.linger_override = linger_s
         flow = Workflow(sel)

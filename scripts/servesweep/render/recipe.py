@@ -286,6 +286,7 @@ def cluster_problems(recipe: Recipe, cluster: Cluster) -> list[Problem]:
                 f"placeholder {{{name}}} is not filled by cluster {cluster.name!r} ({cluster.source})",
             )
         )
+    out += _data_path_problems(recipe, cluster)
     try:
         slots = topology.place(recipe.roles(), cluster)
     except topology.PlacementError as e:
@@ -303,6 +304,21 @@ def cluster_problems(recipe: Recipe, cluster: Cluster) -> list[Problem]:
                 "written through the local kernel (inotify), so the nodes would never see each other; use etcd",
             )
         )
+    return out
+
+
+def _data_path_problems(recipe: Recipe, cluster: Cluster) -> list[Problem]:
+    """The model and a trace are read only from the cluster's declared data roots."""
+    (kind, ds), *_ = recipe.doc["scenario"]["dataset"].items()
+    read = {"model.path": recipe.doc["model"]["path"]}
+    if isinstance(ds, dict) and "path" in ds:
+        read[f"scenario.dataset.{kind}.path"] = ds["path"]
+    out = []
+    for where, path in read.items():
+        filled = PLACEHOLDER.sub(lambda m: cluster.placeholders.get(m.group(1), m.group(0)), path)
+        why = cluster.data_path_problem(filled)
+        if why:
+            out.append(Problem(recipe.source, where, why))
     return out
 
 

@@ -42,7 +42,8 @@ class Point:
 class Selection:
     """Every recipe validated; the points selected for one cluster."""
 
-    def __init__(self, root: Path, cluster: str, only: list[str] | None = None):
+    def __init__(self, root: Path, cluster: str, only: list[str] | None = None, targeted=None):
+        """``targeted``: () -> the recipes the run's targets name, or None (asked only when a recipe is broken)."""
         self.root = Path(root)
         self._layouts: dict = {}
         self._curves: dict = {}  # (recipe, rehearsal) -> the curve fingerprint of its plans
@@ -67,7 +68,8 @@ class Selection:
         self.memo = RenderMemo(self.root)  # the writer saves it
         recipes, problems = load_recipes(files, self.clusters, root=self.root, cache=cache, verdicts=self.memo)
         # a broken recipe the run does not select is listed (entry prints it), never a stop
-        chosen = {f"recipes/{n}.yaml" for n in only} if only else None
+        named = set(only or ()) or (targeted() if problems and targeted else None)
+        chosen = {f"recipes/{n}.yaml" for n in named} if named else None
         self.broken = [
             p for p in problems if chosen is not None and p.file.startswith("recipes/") and p.file not in chosen
         ]

@@ -7,7 +7,10 @@ to work with; another version stops at once with what to do, not with a tracebac
 from __future__ import annotations
 
 import inspect
+import os
 import sys
+
+from .. import paths
 
 SUPPORTED = ((9, 0), (10, 0))  # [from, to): the releases these internals were read from
 
@@ -46,6 +49,20 @@ def dry_run(workflow, argv: list[str] | None = None) -> bool:
         if arg.startswith("-") and not arg.startswith("--") and arg[1:].isalpha() and "n" in arg[1:]:
             return True  # -n, or combined short flags such as -np
     return False
+
+
+def target_recipes(argv: list[str] | None = None) -> frozenset[str] | None:
+    """The recipes this run's command-line targets belong to, when each is one of their files
+    (``results/<recipe>/…``, ``results/rehearsal/<recipe>/…``); None when a target may need every
+    recipe (the default target, the summary, plots). Snakemake's own parser reads the command line."""
+    from snakemake.cli import get_argument_parser
+
+    try:
+        targets = get_argument_parser().parse_args(sys.argv[1:] if argv is None else argv).targets or ()
+    except SystemExit:  # not a command line Snakemake would run
+        return None
+    names = {paths.recipe_of_target(os.path.normpath(t)) for t in targets}
+    return None if None in names else (frozenset(names) or None)
 
 
 def run_scope(workflow) -> tuple[frozenset, bool]:

@@ -237,11 +237,19 @@ def missing_points(selection: dict, present: set[str], root: Path) -> list[list[
                 reason = f"last run failed {doc['time']}: {doc['reason'].splitlines()[0]}"
             except (ValueError, KeyError, IndexError):
                 reason = "last run failed (unreadable failure record)"
-        earlier = sorted((root / p["log_dir"]).parent.glob(Path(p["log_dir"]).name + ".attempt-*"))
-        if earlier:
-            reason += f" ({len(earlier)} earlier attempt(s) kept: {earlier[-1].relative_to(root)} …)"
-        out.append([p["recipe"], str(p["concurrency"]), reason, p["log_dir"]])
+        out.append([p["recipe"], str(p["concurrency"]), reason + _attempts_note(root, p["log_dir"]), p["log_dir"]])
     return out
+
+
+def _attempts_note(root: Path, log_dir: str) -> str:
+    """Earlier attempts kept beside the last (run/driver.keep_earlier_attempt), naming every measured
+    result that could not be saved (result.unsaved.json)."""
+    last = root / log_dir
+    earlier = sorted(last.parent.glob(last.name + ".attempt-*"), key=lambda d: int(d.name.rpartition("-")[2] or 0))
+    unsaved = [str(d.relative_to(root) / "result.unsaved.json") for d in [last, *earlier]]
+    unsaved = [u for u in unsaved if (root / u).is_file()]
+    note = f" ({len(earlier)} earlier attempt(s) kept: {earlier[-1].relative_to(root)} …)" if earlier else ""
+    return note + (f"; measured but unsaved: {', '.join(unsaved)}" if unsaved else "")
 
 
 def _noise(hw_new, hw_old, old: float) -> float:

@@ -1,12 +1,12 @@
 """Per-stack credentials for the control plane: made by the driver when a stack starts, never
 written to a plan, argv, log or result; only files in the run dir, mode 0600.
 
-etcd: the driver enables authentication through etcd's v3 JSON gateway right after etcd is
-healthy (root role and user, then ``auth enable``); every Dynamo process connects as that user
-(``ETCD_AUTH_USERNAME``/``ETCD_AUTH_PASSWORD``, which Dynamo 1.6 reads). NATS starts with a
-config file holding its user, so the password never reaches its argv. Dynamo's TCP request plane
-runs mutual TLS with a CA made for the stack alone (``make_tls``): a process without the stack's
-certificate cannot send a worker a request.
+The stack's own CA (``make_tls``) signs one certificate; its key is deleted once it has signed.
+etcd takes clients over mutual TLS only (``--client-cert-auth``): without the stack's certificate
+no call of any etcd API gets an answer, lease, maintenance and member APIs included. Dynamo's TCP
+request plane runs mutual TLS with the same CA (unless the cluster turns it off): a process
+without the certificate cannot send a worker a request. NATS starts with a config file holding
+its user, so the password never reaches its argv.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ import ipaddress
 import json
 import os
 import secrets
+import ssl
 import subprocess
 from pathlib import Path
 
 from ..contract import Plan
-from .metrics import http_post_json
 
-KINDS = ("etcd_password", "nats_password")
+KINDS = ("nats_password",)
 NATS_CONFIG = "nats-auth.conf"
 
 
@@ -42,28 +42,6 @@ def write_nats_config(run_dir: Path, user: str, password: str) -> None:
     fd = os.open(run_dir / NATS_CONFIG, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
         fh.write(f"authorization {{\n  user: {json.dumps(user)}\n  password: {json.dumps(password)}\n}}\n")
-
-
-def enable_etcd_auth(client_url: str, user: str, password: str) -> None:
-    """Root role + user, then auth on: from here every etcd request needs the stack's credential."""
-    steps = [
-        ("role/add", {"name": "root"}),
-        ("user/add", {"name": user, "password": password}),
-        ("user/grant", {"user": user, "role": "root"}),
-        ("enable", {}),
-    ]
-    for path, body in steps:
-        status, resp = http_post_json(f"{client_url}/v3/auth/{path}", body, timeout=10.0)
-        if status != 200 or (isinstance(resp, dict) and resp.get("error")):
-            raise ControlPlaneAuthError(f"etcd at {client_url}: /v3/auth/{path} answered {status}: {str(resp)[:200]}")
-
-
-def etcd_user(plan: Plan) -> str | None:
-    """The etcd user the plan's processes connect as (None: no etcd in this stack)."""
-    for p in plan.processes:
-        if "ETCD_AUTH_USERNAME" in p.env:
-            return p.env["ETCD_AUTH_USERNAME"]
-    return None
 
 
 def nats_user(plan: Plan) -> str | None:
@@ -113,5 +91,24 @@ def make_tls(run_dir: Path, addrs: list[str]) -> None:
     os.chmod(d / "node.key", 0o600)
 
 
+TLS_ENV = ("DYN_TCP_TLS_CERT_PATH", "ETCD_AUTH_CLIENT_CERT")  # a process that presents the stack's certificate
+
+
+def tls_pems(run_dir: Path) -> dict[str, str]:
+    """The stack's CA, certificate and key as text, for processes that take PEM, not a path (etcd's
+    Dynamo client); they stay in memory and the processes' environments."""
+    d = Path(run_dir) / TLS_DIR
+    names = {"tls_ca_pem": "ca.pem", "tls_cert_pem": "node.pem", "tls_key_pem": "node.key"}
+    return {kind: (d / f).read_text() for kind, f in names.items()}
+
+
 def uses_tls(plan: Plan) -> bool:
-    return any("DYN_TCP_TLS_CERT_PATH" in p.env for p in plan.processes)
+    return any(k in p.env for p in plan.processes for k in TLS_ENV)
+
+
+def client_context(run_dir: Path) -> ssl.SSLContext:
+    """Our own calls to the stack's TLS endpoints (etcd's /health): the stack's CA and certificate."""
+    d = Path(run_dir) / TLS_DIR
+    ctx = ssl.create_default_context(cafile=str(d / "ca.pem"))
+    ctx.load_cert_chain(str(d / "node.pem"), str(d / "node.key"))
+    return ctx

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+import ssl
 import urllib.error
 import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
 
-def http_get(url: str, timeout: float = 2.0) -> tuple[int, str]:
+def http_get(url: str, timeout: float = 2.0, tls: ssl.SSLContext | None = None) -> tuple[int, str]:
+    """``tls``: the client side of an https endpoint (the stack's CA and certificate)."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
+        with urllib.request.urlopen(url, timeout=timeout, context=tls) as r:
             return r.status, r.read().decode("utf-8", "replace")
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode("utf-8", "replace")

@@ -10,10 +10,12 @@ A process that exits meanwhile fails at once.
 from __future__ import annotations
 
 import json
+import socket
 import time
 from dataclasses import dataclass, field
 
 from ..contract import Plan
+from .credentials import client_context
 from .metrics import http_get, http_post_json
 from .spawn import Context, Handle
 
@@ -44,6 +46,22 @@ def _health_ok(status: int, body: str) -> bool:
     if str(doc.get("health", "")).lower() == "true":  # etcd
         return True
     return str(doc.get("status", "")).lower() in ("ready", "healthy", "ok")
+
+
+def _healthy(url: str, tls) -> bool:
+    """A process's /health (etcd's over the stack's TLS), or NATS's INFO greeting on its client port."""
+    if not url.startswith("nats://"):
+        return _health_ok(*http_get(url, timeout=1.0, tls=tls))
+    host, _, port = url.removeprefix("nats://").rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=1.0) as s:
+            return s.recv(8).startswith(b"INFO ")
+    except OSError:
+        return False
+
+
+def _tls_for(ctx: Context, urls: dict[str, str]):
+    return client_context(ctx.run_dir) if any(u.startswith("https:") for u in urls.values()) else None
 
 
 def registrations(body: str) -> dict[str, int]:
@@ -78,11 +96,12 @@ class Readiness:
 def wait_healthy(names: list[str], ctx: Context, handles: list[Handle], deadline: float, say=print) -> dict:
     """Wait until each named process's /health is ready; {name: monotonic time}."""
     urls = {n: ctx.url(ctx.processes[n].health_url, n) for n in names if ctx.processes[n].health_url}
+    tls = _tls_for(ctx, urls)
     healthy: dict[str, float] = {}
     while True:
         check_alive(handles, "during startup")
         for name, url in urls.items():
-            if name not in healthy and _health_ok(*http_get(url, timeout=1.0)):
+            if name not in healthy and _healthy(url, tls):
                 healthy[name] = time.monotonic()
         if len(healthy) == len(urls):
             return healthy
@@ -127,6 +146,7 @@ def wait_ready(plan: Plan, ctx: Context, handles: list[Handle], timeout_s: float
     client = ctx.resolve(plan.client_url, "")
     expect = plan.expect_registrations
     checks = {p.name: ctx.url(p.health_url, p.name) for p in plan.processes if p.health_url}
+    tls = _tls_for(ctx, checks)
     r = Readiness(time.monotonic())
     deadline = r.started + timeout_s
     delay, last_msg, seen, listed = 0.02, "", {}, False
@@ -134,7 +154,7 @@ def wait_ready(plan: Plan, ctx: Context, handles: list[Handle], timeout_s: float
         check_alive(handles, "during startup")
         now = time.monotonic()
         for name, url in checks.items():
-            if name not in r.healthy_at and _health_ok(*http_get(url, timeout=1.0)):
+            if name not in r.healthy_at and _healthy(url, tls):
                 r.healthy_at[name] = time.monotonic()
         if all(fe in r.healthy_at for fe in plan.frontends):
             seen = _frontend_registrations(plan, ctx)

@@ -75,8 +75,7 @@ class Stack:
             self._spawn(spawner, p)
         if control:
             wait_healthy([p.name for p in control], self.ctx, self.handles, deadline, self.say)
-            self._lock_etcd()
-            self.say(f"control plane healthy and authenticated: {', '.join(p.name for p in control)}")
+            self.say(f"control plane healthy: {', '.join(p.name for p in control)}")
         for p in plan.processes:
             if p.role not in CONTROL_ROLES:
                 self._spawn(spawner, p)
@@ -85,20 +84,15 @@ class Stack:
 
     def _make_credentials(self) -> None:
         """The stack's own control-plane credentials (0600 files in the run dir, nowhere else)."""
-        if credentials.uses_tls(self.plan):
+        tls = credentials.uses_tls(self.plan)
+        if tls:
             credentials.make_tls(self.run_dir, self.ctx.node_addrs)
         if not any(p.role in CONTROL_ROLES for p in self.plan.processes):
             return
-        self.ctx.credentials = credentials.make(self.run_dir)
+        self.ctx.credentials = credentials.make(self.run_dir) | (credentials.tls_pems(self.run_dir) if tls else {})
         user = credentials.nats_user(self.plan)
         if user:
             credentials.write_nats_config(self.run_dir, user, self.ctx.credentials["nats_password"])
-
-    def _lock_etcd(self) -> None:
-        user = credentials.etcd_user(self.plan)
-        if user and any(p.role == "etcd" for p in self.plan.processes):
-            url = f"http://{self.ctx.addr('etcd')}:{self.ctx.port('etcd', 'client')}"
-            credentials.enable_etcd_auth(url, user, self.ctx.credentials["etcd_password"])
 
     def _placement(self):
         """(spawner, node names, node addresses, job id)."""
