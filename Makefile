@@ -64,9 +64,9 @@ demo: system-demo
 	$(PROJECT)/bin/python -m servesweep demo
 
 # Tests run on $(TEST_WORKERS) pytest-xdist workers: most wait on stacks, not the CPU. A module sharing a
-# module-scoped fixture runs whole on one worker (tests/conftest.py says which).
+# module-scoped fixture runs whole on one worker (tests/conftest.py's scheduler says which).
 TEST_WORKERS ?= 3
-PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 TIMELINE := .cache/test-timeline.jsonl
 

@@ -19,6 +19,7 @@ report: "report/workflow.rst"
 include: "rules/common.smk"
 include: "rules/points.smk"
 include: "rules/capacity.smk"
+include: "rules/checks.smk"
 include: "rules/aggregate.smk"
 
 

@@ -23,7 +23,7 @@ PYTEST = ROOT / ".venvs/project/bin/pytest"
 
 
 def run_suite(workers: int, timeline: Path, extra: list[str]) -> tuple[float, int]:
-    cmd = [str(PYTEST), "-n", str(workers), "--dist", "loadgroup", "--no-loadscope-reorder", "-q"]
+    cmd = [str(PYTEST), "-n", str(workers), "--dist", "loadscope", "--no-loadscope-reorder", "-q"]
     env = dict(os.environ, SERVESWEEP_TEST_TIMELINE=str(timeline))
     t0 = time.monotonic()
     rc = subprocess.run([*cmd, *extra], cwd=ROOT, env=env).returncode

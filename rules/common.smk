@@ -73,6 +73,13 @@ wildcard_constraints:
     conc=r"[1-9][0-9]*",
 
 
+def point_conc(wildcards):
+    """The point a job runs on: its own, or for a check the recipe's smoke point (its stack)."""
+    if "conc" in wildcards.keys():
+        return int(wildcards.conc)
+    return SELECTION.smoke_point(wildcards.recipe)
+
+
 def plan_resources():
     """Slurm resources straight from the point's plan; none when nothing submits jobs
     (each resource costs Snakemake ~0.3 ms per job and a column in every dry-run job).
@@ -82,7 +89,7 @@ def plan_resources():
 
     def pick(key):
         def get(wildcards):
-            res = SELECTION.resources(wildcards.recipe, int(wildcards.conc))
+            res = SELECTION.resources(wildcards.recipe, point_conc(wildcards))
             if key == "runtime":
                 return res["runtime_min"]
             if key == "gres":
@@ -205,7 +212,9 @@ def stack_group(prefix):
         if not SELECTION.reuse(wildcards.recipe):
             return None
         rehearsal = prefix.startswith("rehearsal")
-        server = SELECTION.stack_group(wildcards.recipe, int(wildcards.conc), rehearsal)
+        server = SELECTION.stack_group(
+            wildcards.recipe, point_conc(wildcards), rehearsal
+        )
         gid = f"{prefix}-{server}"
         smk.name_group(
             workflow, gid, prefix + "-{server}"
@@ -228,3 +237,27 @@ def stack_priority(rehearsal):
         return 10**9 - rank * 10**6 - int(wildcards.conc)
 
     return priority
+
+
+def check_priority():
+    """A check runs on its recipe's stack after the recipe's points (it never warms their caches);
+    asking is also how the stack keeper learns to wait for one more turn."""
+
+    @wildcards_only
+    def priority(wildcards):
+        SELECTION.will_check(wildcards.recipe)
+        return 10**9 - SELECTION.run_rank(wildcards.recipe, False) * 10**6 - 999_999
+
+    return priority
+
+
+@wildcards_only
+def smoke_plan(wildcards):
+    """The recipe's smoke point's plan: the smoke joins that point's stack."""
+    if (
+        SELECTION.recipes and wildcards.recipe not in SELECTION.recipes
+    ):  # (a job's snakemake has none)
+        raise WorkflowError(
+            f"{wildcards.recipe}: no selected recipe of that name on cluster {CLUSTER}"
+        )
+    return paths.plan_file(wildcards.recipe, point_conc(wildcards))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -26,21 +27,32 @@ def wf(tmp_path):
     return copy_workflow(tmp_path / "wf", LOCAL_RECIPES)
 
 
-# -- where tests run in parallel (pytest-xdist, `--dist loadgroup`) --
+# -- where tests run in parallel (pytest-xdist) --
 # A module whose tests share a module-scoped fixture (a measured sweep, the Slurm test cluster, a
-# venv probe) runs whole on one worker, so the fixture is built once; every other test is its own
-# unit. The Slurm cluster is host-wide (one per host), so its module is one unit by necessity.
+# venv probe) runs whole on one worker, so the fixture is built once; every other test is a unit of
+# its own. The Slurm cluster is host-wide (one per host), so its module is one unit by necessity.
+# (xdist's own `loadgroup` does not group under pytest 9: it renames `item._nodeid`, which pytest 9
+# no longer reads; this scheduler groups by the node id instead.)
 SHARED_FIXTURE_MODULES = ("test_slurm", "test_local_sweep", "test_why", "test_engine_args", "test_bad_input")
 
 
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedFixtureScheduling(LoadScopeScheduling):
+        """Units handed out in collection order (the longest first, below): with
+        --no-loadscope-reorder a worker starts the Slurm module at once."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if Path(module).stem in SHARED_FIXTURE_MODULES else nodeid
+
+    return SharedFixtureScheduling(config, log)
+
+
 def pytest_collection_modifyitems(items):
-    """Group the shared-fixture modules, and put the longest unit (the Slurm module, ~20 min of
-    waiting on the cluster) first, so a worker starts it at once (with --no-loadscope-reorder the
-    scheduler hands units out in this order)."""
-    for item in items:
-        module = item.module.__name__ if item.module else ""
-        if module in SHARED_FIXTURE_MODULES:
-            item.add_marker(pytest.mark.xdist_group(module))
+    """The shared-fixture modules first, the Slurm module (~20 min of waiting on the cluster) first
+    of all."""
     rank = {m: i for i, m in enumerate(SHARED_FIXTURE_MODULES)}
     items.sort(key=lambda it: rank.get(it.module.__name__ if it.module else "", len(rank)))
 

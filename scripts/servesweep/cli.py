@@ -1,4 +1,4 @@
-"""servesweep command line: validate, plan, run-point, summary."""
+"""servesweep command line: validate, plan, run-point, run-smoke, summary."""
 
 from __future__ import annotations
 
@@ -79,6 +79,12 @@ def cmd_run_point(a) -> int:
     return run_point(Path(a.plan), Path(a.result), log_dir=Path(a.log_dir) if a.log_dir else None, join=join)
 
 
+def cmd_run_smoke(a) -> int:
+    from .run.smoke import run_smoke
+
+    return run_smoke(Path(a.plan), Path(a.requests), Path(a.out))
+
+
 def cmd_run_held_point(a) -> int:
     from .run.held import run_held_point
 
@@ -131,6 +137,11 @@ def _add_run_parsers(sub) -> None:
     r.add_argument("--log-dir")
     r.add_argument("--join", help="(internal) the held stack this point joins, as a step of its job")
     r.set_defaults(func=cmd_run_point)
+    m = sub.add_parser("run-smoke", help="send the API smoke's request set to a recipe's stack")
+    m.add_argument("plan", help="a point's plan of the recipe: the stack the smoke runs on")
+    m.add_argument("requests", help="the request set (scripts/servesweep/checks/smoke-requests.yaml)")
+    m.add_argument("out", help="the smoke file to write (paths.SMOKE)")
+    m.set_defaults(func=cmd_run_smoke)
     h = sub.add_parser("run-held-point", help="run one point on its server identity's held stack (Slurm)")
     h.add_argument("plan")
     h.add_argument("result")

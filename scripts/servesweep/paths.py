@@ -32,6 +32,9 @@ CAPACITY = "results/{recipe}/capacity.json"
 CAPACITY_PLOT = "results/{recipe}/capacity.png"
 CAPACITY_SETTINGS = ".plans/capacity/{recipe}.json"
 CAPACITY_LOG = "logs/{recipe}/capacity.log"
+SMOKE = "results/{recipe}/smoke.json"
+SMOKE_LOG = "logs/{recipe}/smoke.snakemake.log"
+SMOKE_REQUESTS = "scripts/servesweep/checks/smoke-requests.yaml"
 POINT_TARGET = re.compile(r"results/(?P<recipe>[^/\s]+)/c(?P<conc>[0-9]+)\.json")  # a point's result, as a target
 
 
@@ -42,6 +45,11 @@ def recipe_of_target(target: str) -> str | None:
     """The recipe a target file belongs to (its result, capacity, plot), or None (summary, plots …)."""
     m = RECIPE_FILE_TARGET.fullmatch(str(Path(target)))
     return m.group("recipe") if m and m.group("recipe") != "rehearsal" else None
+
+
+def smoke_log_dir(recipe: str, rehearsal: bool = False) -> Path:
+    """The smoke's own logs (its stack's are the stack's)."""
+    return Path("logs") / _sub(rehearsal) / recipe / "smoke"
 
 
 def _sub(rehearsal: bool) -> str:

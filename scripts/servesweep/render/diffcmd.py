@@ -1,4 +1,5 @@
-"""`servesweep diff A B` (recipes, plans or results, any mix) and `servesweep why [RECIPE...]`.
+"""`servesweep diff A B` (recipes, plans or results, any mix; or two API smoke files, row by row) and
+`servesweep why [RECIPE...]`.
 
 Each argument becomes (source, plan fingerprint, point): a recipe is rendered (``--cluster``,
 ``--conc``), a plan brings the source render wrote next to it, a result the source it recorded.
@@ -86,6 +87,12 @@ def diff_lines(a: Measured, b: Measured) -> tuple[list[str], bool]:
 
 
 def cmd_diff(a) -> int:
+    from ..report import smoke_diff
+
+    if smoke_diff.is_smoke(Path(a.a)) and smoke_diff.is_smoke(Path(a.b)):
+        lines, same = smoke_diff.diff_lines(*(smoke_diff.load(Path(x)) for x in (a.a, a.b)), (a.a, a.b))
+        print("\n".join(lines))
+        return 0 if same else 1
     left, right = (load_measured(x, a.cluster, a.conc) for x in (a.a, a.b))
     lines, same = diff_lines(left, right)
     print("\n".join(lines))

@@ -35,6 +35,7 @@ class Workflow:
     def __init__(self, selection: Selection):
         self.sel = selection
         self._will_run: dict = {}  # (recipe, rehearsal) -> points snakemake will run
+        self._checks: set[str] = set()  # recipes whose API smoke snakemake will run (a turn on the stack)
         self._searching: dict[str, bool] = {}  # recipe -> the search, part of this run, wants more probes
         # curve files are written only once jobs are about to run (onstart), never in a dry run and
         # never per job while the DAG is built: until then the curves to write are only noted
@@ -176,6 +177,16 @@ class Workflow:
             points.add(conc)
             self._write_curve(recipe, rehearsal)
 
+    def smoke_point(self, recipe: str) -> int:
+        """The point whose plan (and so whose stack) the recipe's API smoke uses: its lowest concurrency."""
+        return min(self.sel.recipes[recipe].concurrency)
+
+    def will_check(self, recipe: str) -> None:
+        """Snakemake decided the recipe's smoke runs: one more turn its stack's keeper waits for."""
+        if recipe not in self._checks:
+            self._checks.add(recipe)
+            self._write_curve(recipe, False)
+
     def start_running(self) -> None:
         """Snakemake is about to run jobs (its onstart hook): write every curve noted so far; from now
         on (new probes after a checkpoint) each change is written at once."""
@@ -199,7 +210,8 @@ class Workflow:
         searching = not rehearsal and any(self._searching.get(m, False) for m in mates)
         server, linger = stacks.server(recipe, rehearsal), stacks.linger_s(recipe, rehearsal)
         held_s = stacks.points_s(recipe, points) if not rehearsal and stacks.held(recipe) else 0
-        doc = curve_doc(len(points), searching, linger, held_s)
+        checks = sum(m in self._checks for m in mates)
+        doc = curve_doc(len(points) + checks, searching, linger, held_s)
         write_if_changed(self.sel.root / curve_file(server, rehearsal), canonical(doc))
 
     def write_selection(self) -> str:

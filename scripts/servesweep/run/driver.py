@@ -48,6 +48,16 @@ class SoloStack:
         self.stack.stop()
 
 
+def open_stack(plan: Plan, plan_path: Path, result_path: Path, run_dir: Path, say, join: Path | None = None):
+    """The stack a job runs on: a held stack's (``join``), the run's warm one, or one of its own."""
+    inv = Invocation.current() if plan.stack["reuse"] and stack_reuse_allowed() else None
+    if join is not None:
+        return SharedStack(plan, plan_path.resolve(), result_path, None, say, join=join)
+    if inv:
+        return SharedStack(plan, plan_path.resolve(), result_path, inv, say)
+    return SoloStack(plan, run_dir, result_path, say)
+
+
 def default_log_dir(plan: Plan) -> Path:
     return Path.cwd() / paths.run_dir(plan.recipe, plan.point, plan.rehearsal)
 
@@ -89,13 +99,7 @@ def run_point(plan_path: Path, result_path: Path, log_dir: Path | None = None, j
     say = Say(f"{plan.recipe} c{plan.concurrency}", run_dir / "driver.log")
     die_with_parent(signal.SIGTERM)  # if the job shell dies, tear down rather than run on as an orphan
     old = {s: signal.signal(s, raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    inv = Invocation.current() if plan.stack["reuse"] and stack_reuse_allowed() else None
-    if join is not None:
-        stack = SharedStack(plan, Path(plan_path).resolve(), result_path, None, say, join=join)
-    elif inv:
-        stack = SharedStack(plan, Path(plan_path).resolve(), result_path, inv, say)
-    else:
-        stack = SoloStack(plan, run_dir, result_path, say)
+    stack = open_stack(plan, Path(plan_path), result_path, run_dir, say, join)
     cleanup: list = []
     try:
         started_at = now()
