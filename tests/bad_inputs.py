@@ -449,6 +449,7 @@ CASES = [
         "none of cluster local's data roots",
         _set("scenario.dataset.trace.path", "{trace_dir}/../../etc/passwd"),
     ),
+    Case("too-many-points", "concurrency", "is too long", _set("concurrency", list(range(1, 10_001)))),
     Case("model-outside-data", "model.path", "none of cluster local's data roots", _set("model.path", "/root")),
     Case("deep-nesting", "(structure)", "nested deeper than", text="name: " + "[" * 1000 + "]" * 1000 + "\n"),
     Case("very-deep-nesting", "(structure)", "nested deeper than", text="name: " + "[" * 30000 + "]" * 30000 + "\n"),

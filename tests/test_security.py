@@ -77,7 +77,8 @@ ETCD_PROBES = [  # what the audit reached without credentials under user/passwor
 def test_another_job_cannot_touch_the_stacks_control_plane(tmp_path, reliability):
     """The audit, repeated with no credentials: etcd's lease, maintenance, member and key APIs, its
     /metrics and peer port; NATS's client port (and no monitor port). Each is refused; every port a
-    stack process listens on is on loopback, but for Dynamo's event-plane ports (docs/security.md)."""
+    stack process listens on is on loopback (with the NATS event plane), and the workers' admin routes
+    are refused through the guard."""
     reliability("security", "etcd and NATS refuse a client without the stack's credential")
     wf = copy_workflow(tmp_path / "wf", recipes=[])
     base = yaml.safe_load((ROOT / "recipes/local-agg-2x-mocker.yaml").read_text())
@@ -99,6 +100,7 @@ def test_another_job_cannot_touch_the_stacks_control_plane(tmp_path, reliability
         assert "Authorization Violation" in _nats_answer(int(_flag(nats, "-p")))
         assert _listening(nats_proc) == {int(_flag(nats, "-p"))}  # no monitor port
         _assert_loopback_only(procs)
+        _guard_refuses_admin_routes(procs)
         run_dir = wf / f"logs/{name}/c2"
         creds = json.loads((run_dir / "credentials.json").read_text())
         for f in ("credentials.json", "nats-auth.conf", "tls/node.key"):
@@ -120,19 +122,25 @@ def _listening(proc) -> set[int]:
 
 
 def _assert_loopback_only(procs) -> None:
-    """`ss -ltn` for the stack's processes: loopback only, but for Dynamo 1.6.1's own event-plane
-    ports (kernel-assigned, bound on every interface; docs/security.md names them)."""
+    """`ss -ltn` for the stack's processes: with the NATS event plane (no ZMQ event-plane ports, which
+    Dynamo 1.6.1 binds on every interface: docs/security.md) every listener is on loopback."""
     import psutil
 
-    low, _ = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
     for proc, cmd in procs.items():
         try:
             conns = proc.net_connections("tcp")
         except psutil.NoSuchProcess:
             continue
         for c in conns:
-            if c.status == psutil.CONN_LISTEN and c.laddr.ip not in ("127.0.0.1", "::1"):
-                assert c.laddr.port >= low, (" ".join(cmd)[:120], c.laddr)
+            if c.status == psutil.CONN_LISTEN:
+                assert c.laddr.ip in ("127.0.0.1", "::1"), (" ".join(cmd)[:120], c.laddr)
+
+
+def _guard_refuses_admin_routes(procs) -> None:
+    """A worker's system port, as anyone reaches it: through the node's guard, read-only."""
+    guard = next(k for k in procs if any("sysguard.py" in a for a in procs[k]))
+    for port in _listening(guard):
+        assert _http(port, "/engine/control/sleep", "POST")[0] == 403
 
 
 def _chat(port: int) -> None:

@@ -158,8 +158,20 @@ def _known_keys(err) -> list[str]:
     return sorted((err.schema.get("properties") or {}).keys())
 
 
+MESSAGE_CHARS = 300  # a schema message quotes the value: a huge value must not flood the report
+
+
 def _describe(err) -> list[tuple[str, str]]:
+    return [
+        (f, r if len(r) <= MESSAGE_CHARS else f"{r[: MESSAGE_CHARS - 40]} … ({len(r)} characters)")
+        for f, r in _reasons(err)
+    ]
+
+
+def _reasons(err) -> list[tuple[str, str]]:
     path = list(err.absolute_path)
+    if err.validator == "maxItems" and isinstance(err.instance, list):
+        return [(field_path(path), f"{len(err.instance)} items is too long: at most {err.validator_value}")]
     if err.validator == "additionalProperties" and isinstance(err.instance, dict):
         known = _known_keys(err)
         out = []

@@ -132,8 +132,11 @@ def _points(concs: list) -> str:
     return f"{len(concs)} point{'s' if len(concs) > 1 else ''} ({_concs(concs)})"
 
 
-def _concs(concs: list) -> str:
-    return ", ".join(f"c{c}" for c in sorted(concs))
+def _concs(concs: list, shown: int = 12) -> str:
+    """A bounded list: a long curve's line stays readable."""
+    ordered = sorted(concs)
+    more = f", … and {len(ordered) - shown} more" if len(ordered) > shown else ""
+    return ", ".join(f"c{c}" for c in ordered[:shown]) + more
 
 
 def recipe_staleness(root: Path, recipe: Recipe, cluster: Cluster, fingerprint, curve: str) -> RecipeStaleness:
