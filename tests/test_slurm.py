@@ -92,6 +92,35 @@ def sm(wf, *args, timeout=420):
     return subprocess.run(cmd, cwd=wf, capture_output=True, text=True, env=env)
 
 
+AGG, DISAGG, THREE_FE = (
+    "results/slurm-agg-2x/c4.json",
+    "results/slurm-disagg-2node/c4.json",
+    "results/slurm-3fe-2node/c8.json",
+)
+
+
+@pytest.fixture(scope="module")
+def batch(swf):
+    """One submission for the layout, setup-step and container tests (issue #36: batched, their jobs
+    run side by side on the rig's nodes); each test reads only its own results. The failing variants'
+    recipes are gone again before any other test runs."""
+    variants = {**_setup_variants(swf), **_container_variants(swf)}
+    targets = [AGG, DISAGG, THREE_FE] + [f"results/{n}/c2.json" for n in variants]
+    try:
+        r = sm(swf, *targets, "--keep-going", timeout=600)
+    finally:
+        for name in variants:
+            (swf / "recipes" / f"{name}.yaml").unlink()
+    return r
+
+
+def _built(swf, r, target: str) -> dict:
+    assert (swf / target).exists(), r.stdout[-3000:] + r.stderr[-3000:]
+    doc = json.loads((swf / target).read_text())
+    assert validate_result(doc) == []
+    return doc
+
+
 def nodes_in_log(path: Path) -> tuple[str | None, str | None]:
     text = path.read_text()
     node = re.search(r"^servesweep: node=(\S+)", text, re.M)
@@ -99,13 +128,10 @@ def nodes_in_log(path: Path) -> tuple[str | None, str | None]:
     return (node.group(1) if node else None, gpus.group(1) if gpus else None)
 
 
-def test_aggregated_replicas_share_a_node_with_disjoint_gpus(swf):
-    r = sm(swf, "results/slurm-agg-2x/c4.json")
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    doc = json.loads((swf / "results/slurm-agg-2x/c4.json").read_text())
-    assert validate_result(doc) == []
+def test_aggregated_replicas_share_a_node_with_disjoint_gpus(swf, batch):
+    doc = _built(swf, batch, AGG)
     assert doc["identity"]["job_id"].isdigit() and len(doc["identity"]["hosts"]) == 1
-    logs = stack_logs(swf, "results/slurm-agg-2x/c4.json")
+    logs = stack_logs(swf, AGG)
     (n0, g0), (n1, g1) = nodes_in_log(logs / "agg-0.log"), nodes_in_log(logs / "agg-1.log")
     assert n0 == n1 == doc["identity"]["hosts"][0]
     assert g0 and g1 and not set(g0.split(",")) & set(g1.split(","))
@@ -128,15 +154,12 @@ def test_nodes_share_the_filesystem_but_not_the_file_discovery_dir(cluster):
     Path("/tmp/shared-probe-n1").unlink(missing_ok=True)
 
 
-def test_disaggregated_roles_land_on_the_planned_nodes(swf):
-    r = sm(swf, "results/slurm-disagg-2node/c4.json")
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    doc = json.loads((swf / "results/slurm-disagg-2node/c4.json").read_text())
-    assert validate_result(doc) == []
+def test_disaggregated_roles_land_on_the_planned_nodes(swf, batch):
+    doc = _built(swf, batch, DISAGG)
     plan = json.loads((swf / ".plans/slurm-disagg-2node/c4.json").read_text())
     hosts = sorted(doc["identity"]["hosts"])
     assert len(hosts) == 2
-    logs = stack_logs(swf, "results/slurm-disagg-2node/c4.json")
+    logs = stack_logs(swf, DISAGG)
     placed = {p["name"]: nodes_in_log(logs / f"{p['name']}.log")[0] for p in plan["processes"]}
     assert placed["etcd"] == placed["frontend"] == placed["prefill-0"] == hosts[0]  # node 0 of the allocation
     assert placed["decode-0"] == hosts[1]
@@ -153,39 +176,40 @@ def test_disaggregated_roles_land_on_the_planned_nodes(swf):
 
 
 def test_two_points_at_once_on_one_node_share_no_ports_or_discovery(swf):
-    # targets first: --set-resources takes every following word
-    r = sm(
-        swf,
-        "results/slurm-agg-2x/c4.json",
-        "results/slurm-agg-2x/c8.json",
-        "-R",
-        "point",
-        "--config",
-        "stack_reuse=0",
-        "--set-resources",
-        "point:slurm_extra='--nodelist=n3'",
+    recipe = swf / "recipes/slurm-agg-pair.yaml"  # a recipe of its own: no other test's results
+    recipe.write_text(
+        (HERE / "recipes/slurm-agg-2x.yaml").read_text().replace("name: slurm-agg-2x", "name: slurm-agg-pair")
     )
+    try:  # targets first: --set-resources takes every following word
+        r = sm(
+            swf,
+            "results/slurm-agg-pair/c4.json",
+            "results/slurm-agg-pair/c8.json",
+            "--config",
+            "stack_reuse=0",
+            "--set-resources",
+            "point:slurm_extra='--nodelist=n3'",
+        )
+    finally:
+        recipe.unlink()
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     slots, hosts, namespaces = [], set(), set()
     for c in (4, 8):
-        doc = json.loads((swf / f"results/slurm-agg-2x/c{c}.json").read_text())
+        doc = json.loads((swf / f"results/slurm-agg-pair/c{c}.json").read_text())
         hosts |= set(doc["identity"]["hosts"])
-        log = (swf / f"logs/slurm-agg-2x/c{c}/driver.log").read_text()
+        log = (swf / f"logs/slurm-agg-pair/c{c}/driver.log").read_text()
         slots.append(int(re.search(r"port slot (\d+)", log).group(1)))
         namespaces.add(re.search(r"namespace (\S+),", log).group(1))
     assert hosts == {"n3"}
     assert slots[0] != slots[1] and len(namespaces) == 2  # own etcd ports and own namespace per stack
 
 
-def test_three_frontends_behind_nginx_across_two_nodes(swf):
-    r = sm(swf, "results/slurm-3fe-2node/c8.json")
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    doc = json.loads((swf / "results/slurm-3fe-2node/c8.json").read_text())
-    assert validate_result(doc) == []
+def test_three_frontends_behind_nginx_across_two_nodes(swf, batch):
+    doc = _built(swf, batch, THREE_FE)
     per_frontend = doc["figures"]["requests_per_frontend"]
     assert set(per_frontend) == {"frontend-0", "frontend-1", "frontend-2"}
     assert all(n > 0 for n in per_frontend.values()), per_frontend
-    logs = stack_logs(swf, "results/slurm-3fe-2node/c8.json")
+    logs = stack_logs(swf, THREE_FE)
     hosts = sorted(doc["identity"]["hosts"])
     assert nodes_in_log(logs / "frontend-1.log")[0] == hosts[1]  # a frontend on the second node
     assert nodes_in_log(logs / "balancer.log")[0] == hosts[0]
@@ -543,7 +567,10 @@ def test_a_lingering_held_stack_is_attached_to_by_a_second_snakemake(swf):
     assert_no_strays(since, swf, timeout=30)
 
 
-def test_setup_steps_and_pins_run_in_each_engine_step_on_its_node(swf):
+SETUP_VARIANTS = ("slurm-setup-ok", "slurm-setup-fails", "slurm-pin-wrong")
+
+
+def _setup_variants(swf) -> dict[str, str]:
     (swf / "setup").mkdir(exist_ok=True)
     (swf / "setup/site.sh").write_text(
         'set -eu\nmkdir -p "$PYTHONPATH"\n'
@@ -551,23 +578,24 @@ def test_setup_steps_and_pins_run_in_each_engine_step_on_its_node(swf):
     )
     (swf / "setup/fail.sh").write_text("echo half-way\nexit 3\n")
     base = (HERE / "recipes" / "slurm-agg-2x.yaml").read_text().replace("concurrency: [4, 8]", "concurrency: [2]")
-    variants = {
-        "slurm-setup-ok": "setup: {post_install: setup/site.sh}\n",
-        "slurm-setup-fails": "setup: {post_install: setup/fail.sh}\n",
-        "slurm-pin-wrong": "dynamo: {version: 0.0.1}\n",
-    }
-    for name, extra in variants.items():
+    extras = (
+        "setup: {post_install: setup/site.sh}\n",
+        "setup: {post_install: setup/fail.sh}\n",
+        "dynamo: {version: 0.0.1}\n",
+    )
+    out = {}
+    for name, extra in zip(SETUP_VARIANTS, extras, strict=True):
         text = base.replace("name: slurm-agg-2x", f"name: {name}").replace("env: {DYN_LOG: warn}", "")
         env = 'env: {DYN_LOG: warn, PYTHONPATH: "{run_dir}/site"}\n'
-        (swf / "recipes" / f"{name}.yaml").write_text(text + extra + env)
-    targets = [f"results/{n}/c2.json" for n in variants]
-    try:
-        r = sm(swf, *targets, "--keep-going")
-    finally:  # its failing recipes never reach another test's dry run
-        for name in variants:
-            (swf / "recipes" / f"{name}.yaml").unlink()
+        out[name] = text + extra + env
+        (swf / "recipes" / f"{name}.yaml").write_text(out[name])
+    return out
+
+
+def test_setup_steps_and_pins_run_in_each_engine_step_on_its_node(swf, batch):
+    r, targets = batch, [f"results/{n}/c2.json" for n in SETUP_VARIANTS]
     assert r.returncode != 0
-    ok = json.loads((swf / targets[0]).read_text())["identity"]
+    ok = _built(swf, r, targets[0])["identity"]
     assert ok["tools"]["engine"] == f"ai-dynamo {ok['tools']['running']['ai-dynamo']}"
     for proc in ("agg-0", "agg-1"):
         log = (stack_logs(swf, targets[0]) / f"{proc}.log").read_text()
@@ -583,10 +611,10 @@ def test_setup_steps_and_pins_run_in_each_engine_step_on_its_node(swf):
         assert not (swf / f"results/{name}/c2.json").exists()
 
 
-def test_a_container_sees_only_its_mounts_and_paths_are_checked_on_their_side(swf):
-    """Through the rig's isolation: the model (container side, /models) reaches the engines, the trace
-    (container side, /traces) reaches aiperf on the host through its mount; the host's site directory
-    is invisible inside; a path on the wrong side fails pre-flight naming it and its side."""
+CONTAINER_VARIANTS = ("slurm-container", "slurm-container-host-model", "slurm-container-lost-trace")
+
+
+def _container_variants(swf) -> dict[str, str]:
     site = swf.parent / "site"
     (swf / "setup").mkdir(exist_ok=True)
     (swf / "setup/look.sh").write_text(
@@ -594,26 +622,30 @@ def test_a_container_sees_only_its_mounts_and_paths_are_checked_on_their_side(sw
     )
     base = (HERE / "recipes" / "slurm-agg-2x.yaml").read_text().replace("concurrency: [4, 8]", "concurrency: [2]")
     base = base.replace("{model_dir}/tiny-llama", "/models/tiny-llama").replace("{trace_dir}", "/traces")
-    variants = {
-        "slurm-container": base,
-        "slurm-container-host-model": base.replace("/models/tiny-llama", f"{site}/models/tiny-llama"),
-        # other servers too (an env var): a failed point ends its group job's later points (the job's
-        # nested snakemake does not keep going), and this one must not take slurm-container with it
-        "slurm-container-lost-trace": base.replace("/traces/", "/traces-nowhere/").replace(
+    texts = (
+        base,
+        base.replace("/models/tiny-llama", f"{site}/models/tiny-llama"),
+        # under the trace mount but not there; other servers too (an env var): a failed point ends its
+        # group job's later points (the job's nested snakemake does not keep going), and this one must
+        # not take slurm-container with it
+        base.replace("/traces/", "/traces/nowhere/").replace(
             "env: {DYN_LOG: warn}", "env: {DYN_LOG: warn, RIG_VARIANT: lost-trace}"
         ),
-    }
-    for name, text in variants.items():
+    )
+    out = {}
+    for name, text in zip(CONTAINER_VARIANTS, texts, strict=True):
         text = text.replace("name: slurm-agg-2x", f"name: {name}")
-        (swf / "recipes" / f"{name}.yaml").write_text(
-            text + "image: rig/dynamo-mocker:test\nsetup: {post_install: setup/look.sh}\n"
-        )
-    targets = [f"results/{n}/c2.json" for n in variants]
-    try:
-        r = sm(swf, *targets, "--keep-going")
-    finally:
-        for name in variants:
-            (swf / "recipes" / f"{name}.yaml").unlink()
+        out[name] = text + "image: rig/dynamo-mocker:test\nsetup: {post_install: setup/look.sh}\n"
+        (swf / "recipes" / f"{name}.yaml").write_text(out[name])
+    return out
+
+
+def test_a_container_sees_only_its_mounts_and_paths_are_checked_on_their_side(swf, batch):
+    """Through the rig's isolation: the model (container side, /models) reaches the engines, the trace
+    (container side, /traces) reaches aiperf on the host through its mount; the host's site directory
+    is invisible inside; a path on the wrong side fails pre-flight naming it and its side."""
+    site = swf.parent / "site"
+    r, targets = batch, [f"results/{n}/c2.json" for n in CONTAINER_VARIANTS]
     assert r.returncode != 0
     assert (swf / targets[0]).exists(), r.stdout[-3000:] + r.stderr[-3000:]
     log = (stack_logs(swf, targets[0]) / "agg-0.log").read_text()
@@ -621,4 +653,4 @@ def test_a_container_sees_only_its_mounts_and_paths_are_checked_on_their_side(sw
     reason = json.loads((swf / "logs/slurm-container-host-model/c2/failure.json").read_text())["reason"]
     assert f"model.path: {site}/models/tiny-llama is a host path" in reason and "/models:ro" in reason, reason
     reason = json.loads((swf / "logs/slurm-container-lost-trace/c2/failure.json").read_text())["reason"]
-    assert "/traces-nowhere/local-sessions.jsonl does not exist on the host, where aiperf reads it" in reason
+    assert "/traces/nowhere/local-sessions.jsonl does not exist on the host, where aiperf reads it" in reason
