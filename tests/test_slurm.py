@@ -185,7 +185,8 @@ def test_two_points_at_once_on_one_node_share_no_ports_or_discovery(swf):
             swf,
             "results/slurm-agg-pair/c4.json",
             "results/slurm-agg-pair/c8.json",
-            "--config",
+            "--config",  # replaces the profile's config list: the cluster named again
+            "cluster=slurm-test",
             "stack_reuse=0",
             "--set-resources",
             "point:slurm_extra='--nodelist=n3'",
