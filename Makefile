@@ -57,7 +57,12 @@ system-demo:
 system-test:
 	$(PY) scripts/servesweep/tools/system_setup.py --for test
 
-setup: $(PROJECT)/.done $(ENGINE)/.done $(VLLM)/.done .cache/models/tiny-llama/model.safetensors profiles
+# The local cluster's accuracy datasets (checks/evalsets), written by the datasets library aiperf reads with.
+EVAL_DATA := .cache/hf/datasets/lighteval___mmlu/abstract_algebra/0.0.0/servesweep/dataset_info.json
+$(EVAL_DATA): $(ENGINE)/.done scripts/servesweep/tools/evaldata.py
+	PYTHONPATH=scripts $(ENGINE)/bin/python -m servesweep.tools.evaldata --hf-home .cache/hf > /dev/null 2>&1
+
+setup: $(PROJECT)/.done $(ENGINE)/.done $(VLLM)/.done .cache/models/tiny-llama/model.safetensors $(EVAL_DATA) profiles
 
 demo: system-demo
 	$(MAKE) setup

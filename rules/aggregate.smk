@@ -11,6 +11,7 @@ rule summary:
         missing=paths.missing_file(CLUSTER, rehearsal=False),
         results=selected_results,
         capacity=selected_capacities,
+        evals=selected_evals,
     output:
         md=report(
             str(paths.SUMMARY_MD), caption="../report/summary.rst", category="Summary"
@@ -32,7 +33,8 @@ rule summary:
         baseline=config.get("baseline", ""),
     shell:
         "servesweep summary --selection {input.selection:q} --out {output.md:q}"
-        " --baseline={params.baseline:q} --capacity {input.capacity:q} -- {input.results:q} 2> {log:q}"
+        " --baseline={params.baseline:q} --capacity {input.capacity:q} --evals {input.evals:q}"
+        " -- {input.results:q} 2> {log:q}"
 
 
 rule rehearsal_summary:

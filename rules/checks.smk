@@ -1,7 +1,8 @@
-# Checks of what a stack answers, beside how fast (servesweep/run/smoke.py): the API smoke runs the
-# project's fixed request set on the recipe's stack, as one more turn after its points (no engine
-# start of its own when the points run in the same snakemake run). It follows the smoke point's plan
-# and the request set: an edit of the request set reruns only the smokes.
+# Checks of what a stack answers, beside how fast: the API smoke (servesweep/run/smoke.py) runs the
+# project's fixed request set, an eval (servesweep/run/evals.py) one of the recipe's accuracy
+# benchmarks through aiperf. Each is one more turn on the recipe's stack after its points (no engine
+# start of its own when the points run in the same snakemake run). A check follows the smoke point's
+# plan and its own settings: an edit of the request set or of an evals entry reruns only checks.
 
 
 rule smoke:
@@ -12,7 +13,7 @@ rule smoke:
         smoke=paths.SMOKE,
     log:
         paths.SMOKE_LOG,
-    priority: check_priority()
+    priority: check_priority("smoke")
     group:
         stack_group("stack")
     conda:
@@ -22,3 +23,23 @@ rule smoke:
         point_slots=1,
     shell:
         "servesweep run-smoke {input.plan:q} {input.requests:q} {output.smoke:q} 2>&1 | tee {log:q}"
+
+
+rule eval:
+    input:
+        plan=smoke_plan,
+        settings=paths.EVAL_SETTINGS,
+    output:
+        evaluation=paths.EVAL,
+    log:
+        paths.EVAL_LOG,
+    priority: check_priority("eval-{benchmark}")
+    group:
+        stack_group("stack")
+    conda:
+        SW_ENV
+    resources:
+        **PLAN_RESOURCES,
+        point_slots=1,
+    shell:
+        "servesweep run-eval {input.plan:q} {input.settings:q} {output.evaluation:q} 2>&1 | tee {log:q}"

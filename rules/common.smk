@@ -71,6 +71,7 @@ SW_ENV = "envs/servesweep.yaml"
 wildcard_constraints:
     recipe=r"[a-z0-9][a-z0-9_-]*(\.[a-z0-9_-]+)*",
     conc=r"[1-9][0-9]*",
+    benchmark=r"[a-z0-9]+",
 
 
 def point_conc(wildcards):
@@ -122,6 +123,14 @@ def selected_results(wildcards=None):
     if config_flag("partial"):
         return [r for r in results if os.path.exists(os.path.join(workflow.basedir, r))]
     return results
+
+
+def selected_evals(wildcards=None):
+    """Every selected recipe's accuracy benchmarks (partial=1: those there)."""
+    files = [paths.eval_file(r, b) for r, b in SELECTION.evals]
+    if config_flag("partial"):
+        return [f for f in files if os.path.exists(os.path.join(workflow.basedir, f))]
+    return files
 
 
 def selected_capacities(wildcards=None):
@@ -239,13 +248,14 @@ def stack_priority(rehearsal):
     return priority
 
 
-def check_priority():
-    """A check runs on its recipe's stack after the recipe's points (it never warms their caches);
-    asking is also how the stack keeper learns to wait for one more turn."""
+def check_priority(check):
+    """A check (``smoke``, ``eval-{benchmark}``) runs on its recipe's stack after the recipe's points
+    (it never warms their caches); asking is also how the stack keeper learns to wait for one more turn.
+    """
 
     @wildcards_only
     def priority(wildcards):
-        SELECTION.will_check(wildcards.recipe)
+        SELECTION.will_check(wildcards.recipe, check.format(**wildcards))
         return 10**9 - SELECTION.run_rank(wildcards.recipe, False) * 10**6 - 999_999
 
     return priority

@@ -152,6 +152,19 @@ CASES = [
     Case("concurrency-duplicate", "concurrency", "duplicate concurrency values: [4]", _set("concurrency", [4, 8, 4])),
     Case("concurrency-empty", "concurrency", "should be non-empty", _set("concurrency", [])),
     Case("concurrency-float", "concurrency[0]", "is not of type 'integer'", _set("concurrency", [4.5])),
+    Case(
+        "eval-unknown-task",
+        "evals.mmlu.tasks",
+        "mmlu has no task 'algebra'",
+        _set("evals", {"mmlu": {"tasks": ["algebra"]}}),
+    ),
+    Case(
+        "eval-tasks-without-tasks",
+        "evals.gsm8k.tasks",
+        "gsm8k has no tasks",
+        _set("evals", {"gsm8k": {"tasks": ["main"]}}),
+    ),
+    Case("eval-unknown-benchmark", "evals", "is not one of", _set("evals", {"mmlu-pro": {}})),
     Case("capacity-max-below-min", "capacity.max", "max 4 is below min 16", _set("capacity", {"min": 16, "max": 4})),
     Case("capacity-without-slo", "capacity", "needs an slo", _all(_set("capacity", {"min": 2, "max": 8}), _del("slo"))),
     Case(

@@ -202,16 +202,22 @@ def test_an_error_only_the_rust_validator_finds_is_still_reported():
     assert "does not match" in problems[0].reason
 
 
-def test_preflight_in_the_dry_run_names_a_missing_trace(tmp_path):
-    """What a point reads is checked before anything is submitted: a trace that does not exist."""
+def test_preflight_in_the_dry_run_names_a_missing_trace_and_eval_dataset(tmp_path):
+    """What a point or an eval reads is checked before anything is submitted: a trace that does not
+    exist, an MMLU subject the cluster's datasets cache does not hold (nothing is downloaded)."""
     wf = copy_workflow(tmp_path / "wf", recipes=["local-agg-2x-mocker"])
     f = wf / "recipes" / "local-agg-2x-mocker.yaml"
-    f.write_text(f.read_text().replace("local-sessions.jsonl", "no-such-trace.jsonl"))
+    text = f.read_text().replace("local-sessions.jsonl", "no-such-trace.jsonl")
+    f.write_text(text.replace("tasks: [abstract_algebra]", "tasks: [anatomy]"))
     r = snakemake(wf, "-n", "results/summary.md")
     assert r.returncode != 0 and "Traceback" not in r.stdout + r.stderr
     assert (
         "recipes/local-agg-2x-mocker.yaml: scenario.dataset.trace.path: "
         "recipes/traces/no-such-trace.jsonl does not exist" in r.stderr
+    )
+    assert (
+        "recipes/local-agg-2x-mocker.yaml: evals.mmlu: lighteval/mmlu (anatomy) is not in the datasets cache"
+        in r.stderr
     )
     assert not (wf / ".plans").exists()
 

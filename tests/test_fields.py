@@ -25,6 +25,7 @@ DESCRIPTIVE = {
     "concurrency": "which points exist (targets), each plan holds its own",
     "capacity.": "the capacity search: which probes exist and when it stops (report/capacity)",
     "stack.linger_s": "how long a stack stays up after a run's last point (the curve file): not what it measures",
+    "evals.": "the recipe's accuracy benchmarks: eval targets on its stack with settings of their own (run/evals)",
     "slo.": "the summary's verdicts and the capacity search's pass/fail: results are kept, SLOs re-judged",
     "cluster:name": "the cluster's identity (profile/--config cluster=)",
     "cluster:description": "words only",

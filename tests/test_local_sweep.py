@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 
@@ -155,6 +156,11 @@ def test_summary_lists_every_point(sweep):
     row = next(ln for ln in md.splitlines() if ln.startswith("| [local-disagg-1p1d-mocker]"))
     assert "| – [1] / " in row and "0.0%" not in row
     assert "[1] prefix hit not measured: disaggregated dynamo.mocker stack" in md
+    # each recipe's declared eval ran on its warm stack (no third engine start: test above)
+    accuracy = md.split("## Accuracy", 1)[1].split("\n## ", 1)[0]
+    for n in LOCAL_RECIPES:
+        doc = json.loads((wf / f"results/{n}/eval-mmlu.json").read_text())
+        assert re.search(rf"\| {n} +\| mmlu +\| abstract_algebra +\| {100 * doc['score']:.1f} % +\|", accuracy)
 
 
 def test_snakemake_report_holds_every_point_by_scenario_and_recipe(sweep):

@@ -35,7 +35,14 @@ def _run(tmp_path: Path, name: str, concs: tuple[int, ...]) -> tuple[Path, list[
         assert sum(per_worker.values()) >= fig["requests_completed"]  # the engines' counters, warm-up included
         ttft = fig["server_ttft_s"]
         assert ttft["mean"] is not None and 0 < ttft["mean"] <= fig["client_ttft_mean_s"] * 1.5, ttft
-    assert name in (wf / "results" / "summary.md").read_text()
+    md = (wf / "results" / "summary.md").read_text()
+    assert name in md
+    # the recipe's eval: the generated MMLU questions, graded by aiperf on the same stack
+    evaluation = json.loads((wf / f"results/{name}/eval-mmlu.json").read_text())
+    assert evaluation["total"] == 12 and evaluation["identity"]["stack"] == docs[0]["identity"]["stack"]["id"]
+    row = next(ln for ln in md.split("## Accuracy", 1)[1].splitlines() if ln.startswith(f"| {name} "))
+    stderr = "–" if evaluation["stderr"] is None else f"{100 * evaluation['stderr']:.1f} %"
+    assert f"{100 * evaluation['score']:.1f} %" in row and stderr in row, row
     return wf, docs, out
 
 

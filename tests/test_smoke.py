@@ -69,11 +69,15 @@ def test_the_reasoning_rows_go_only_to_a_stack_that_parses_reasoning():
 
 
 @pytest.mark.integration
-def test_the_smoke_takes_a_turn_on_the_points_stack_and_reruns_alone(tmp_path):
+def test_the_checks_take_a_turn_on_the_points_stack_and_rerun_alone(tmp_path):
+    """The API smoke and the recipe's eval join the point's warm stack (one engine start for all
+    three); an edit of an evals entry or of the request set reruns only that check, and `servesweep
+    why` says so."""
     wf = copy_workflow(tmp_path / "wf", ["local-agg-2x-mocker"])
     recipe = wf / "recipes/local-agg-2x-mocker.yaml"
     recipe.write_text(re.sub(r"duration_s: \d+", "duration_s: 3", recipe.read_text()))
     targets = ["results/local-agg-2x-mocker/c4.json", "results/local-agg-2x-mocker/smoke.json"]
+    targets.append("results/local-agg-2x-mocker/eval-mmlu.json")
     with no_processes_left(wf):
         r = snakemake(wf, *targets)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
@@ -82,9 +86,21 @@ def test_the_smoke_takes_a_turn_on_the_points_stack_and_reruns_alone(tmp_path):
     assert {row["id"]: row["status"] for row in doc["rows"]}["malformed-no-messages"] == 400
     keeper = (stack_logs(wf, targets[0]) / "keeper-driver.log").read_text()
     assert len(re.findall(r"\] starting \d+ processes", keeper)) == 1  # one engine start for both
-    assert doc["identity"]["stack"] == json.loads((wf / targets[0]).read_text())["identity"]["stack"]["id"]
+    stack_id = json.loads((wf / targets[0]).read_text())["identity"]["stack"]["id"]
+    evaluation = json.loads((wf / targets[2]).read_text())
+    assert doc["identity"]["stack"] == evaluation["identity"]["stack"] == stack_id
+    assert evaluation["total"] == 12 and evaluation["eval"]["tasks"] == ["abstract_algebra"]  # the generated set
+    assert 0 <= evaluation["score"] <= 1 and evaluation["stderr"] is not None
+    assert servesweep("why", cwd=wf).stdout.count("eval-mmlu") == 0
+    recipe.write_text(recipe.read_text().replace("n_shots: 0", "n_shots: 1"))
+    _reruns_only(wf, targets, {targets[2]}, "eval-mmlu: stale — evals.mmlu changed")
     requests = wf / "scripts/servesweep/checks/smoke-requests.yaml"
     requests.write_text(requests.read_text() + "\n# edited\n")
+    _reruns_only(wf, targets, {targets[1], targets[2]}, "smoke: stale — the request set changed")
+
+
+def _reruns_only(wf, targets: list[str], outputs: set[str], because: str) -> None:
     dry = snakemake(wf, "-n", *targets)
     assert dry.returncode == 0, dry.stderr[-2000:]
-    assert set(re.findall(r"output: (results/\S+)", dry.stdout)) == {targets[1]}  # only the check reruns
+    assert set(re.findall(r"output: (results/\S+)", dry.stdout)) == outputs  # the points stay
+    assert because in servesweep("why", cwd=wf).stdout

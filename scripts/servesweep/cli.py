@@ -1,4 +1,4 @@
-"""servesweep command line: validate, plan, run-point, run-smoke, summary."""
+"""servesweep command line: validate, plan, run-point, run-smoke, run-eval, summary."""
 
 from __future__ import annotations
 
@@ -85,6 +85,12 @@ def cmd_run_smoke(a) -> int:
     return run_smoke(Path(a.plan), Path(a.requests), Path(a.out))
 
 
+def cmd_run_eval(a) -> int:
+    from .run.evals import run_eval
+
+    return run_eval(Path(a.plan), Path(a.settings), Path(a.out))
+
+
 def cmd_run_held_point(a) -> int:
     from .run.held import run_held_point
 
@@ -106,6 +112,7 @@ def cmd_summary(a) -> int:
         out_md=Path(a.out),
         baseline=Path(a.baseline) if a.baseline else None,
         capacities=[Path(p) for p in a.capacity],
+        evals=[Path(p) for p in a.evals],
     )
     return 0
 
@@ -142,6 +149,11 @@ def _add_run_parsers(sub) -> None:
     m.add_argument("requests", help="the request set (scripts/servesweep/checks/smoke-requests.yaml)")
     m.add_argument("out", help="the smoke file to write (paths.SMOKE)")
     m.set_defaults(func=cmd_run_smoke)
+    e = sub.add_parser("run-eval", help="run one of a recipe's accuracy benchmarks on its stack (aiperf)")
+    e.add_argument("plan", help="a point's plan of the recipe: the stack the eval runs on")
+    e.add_argument("settings", help="the recipe's evals entry, as render wrote it (paths.EVAL_SETTINGS)")
+    e.add_argument("out", help="the eval file to write (paths.EVAL)")
+    e.set_defaults(func=cmd_run_eval)
     h = sub.add_parser("run-held-point", help="run one point on its server identity's held stack (Slurm)")
     h.add_argument("plan")
     h.add_argument("result")
@@ -177,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--out", required=True)
     s.add_argument("--baseline")
     s.add_argument("--capacity", nargs="*", default=[], help="capacity.json files for the capacity table")
+    s.add_argument("--evals", nargs="*", default=[], help="eval-<benchmark>.json files for the accuracy table")
     s.add_argument("results", nargs="*")
     s.set_defaults(func=cmd_summary)
     c = sub.add_parser("capacity", help="decide a recipe's capacity at SLO from its probes' results")

@@ -28,6 +28,10 @@ RUNTIME_REF = re.compile(rf"\{{({'|'.join(REF_KINDS)}):([A-Za-z0-9_.-]+)\}}|\{{(
 USER_REF_NAMES = ("job_id", "run_dir")  # the ones a recipe may write too
 CONTROL_ROLES = ("etcd", "nats", "kvstore")  # started first, on node 0; every other process needs them
 ENGINE_ROLES = ("agg", "prefill", "decode")
+# A stack's TLS files, in its run dir (run/credentials makes them; render names them in argv/env),
+# and the stack references (``{"from_stack": name}``) that hand a process one of them as PEM text.
+TLS_DIR, TLS_CA, TLS_CERT, TLS_KEY = "tls", "ca.pem", "node.pem", "node.key"
+TLS_PEM_REFS = {"tls_ca_pem": TLS_CA, "tls_cert_pem": TLS_CERT, "tls_key_pem": TLS_KEY}
 PREAMBLE_SCRIPT = "{run_dir}/preamble.py"  # run/preamble.py, copied there: argv[1] of a process it wraps
 REPEAT_COOLDOWN_S = 5  # aiperf's --profile-run-cooldown-seconds between a point's repeats
 
@@ -81,7 +85,7 @@ def plan_source(plan_path: Path, curve_fingerprint: str) -> dict | None:
     the recipe and cluster facts it was rendered from. None unless it belongs to this plan (same
     curve fingerprint): a result must never claim a source it was not measured from."""
     try:
-        doc = json.loads((Path(plan_path).parent / "source.json").read_text())
+        doc = json.loads((Path(plan_path).parent / paths.SOURCE_FILE).read_text())
     except (OSError, ValueError):
         return None
     ok = isinstance(doc, dict) and doc.get("curve_fingerprint") == curve_fingerprint

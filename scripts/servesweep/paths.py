@@ -35,6 +35,11 @@ CAPACITY_LOG = "logs/{recipe}/capacity.log"
 SMOKE = "results/{recipe}/smoke.json"
 SMOKE_LOG = "logs/{recipe}/smoke.snakemake.log"
 SMOKE_REQUESTS = "scripts/servesweep/checks/smoke-requests.yaml"
+EVAL = "results/{recipe}/eval-{benchmark}.json"
+EVAL_SETTINGS = ".plans/{recipe}/eval-{benchmark}.json"  # the recipe's evals entry: an edit reruns only it
+EVAL_LOG = "logs/{recipe}/eval-{benchmark}.snakemake.log"
+FAILURE_FILE = "failure.json"  # in a point's log dir: why its last attempt wrote no result
+SOURCE_FILE = "source.json"  # beside a recipe's plans: what they were rendered from (render/why)
 POINT_TARGET = re.compile(r"results/(?P<recipe>[^/\s]+)/c(?P<conc>[0-9]+)\.json")  # a point's result, as a target
 
 
@@ -47,9 +52,17 @@ def recipe_of_target(target: str) -> str | None:
     return m.group("recipe") if m and m.group("recipe") != "rehearsal" else None
 
 
-def smoke_log_dir(recipe: str, rehearsal: bool = False) -> Path:
-    """The smoke's own logs (its stack's are the stack's)."""
-    return Path("logs") / _sub(rehearsal) / recipe / "smoke"
+def check_log_dir(recipe: str, check: str) -> Path:
+    """A check's own logs (``smoke`` or ``eval-<benchmark>``; its stack's are the stack's)."""
+    return Path("logs") / recipe / check
+
+
+def eval_file(recipe: str, benchmark: str) -> str:
+    return EVAL.format(recipe=recipe, benchmark=benchmark)
+
+
+def eval_settings_file(recipe: str, benchmark: str) -> str:
+    return EVAL_SETTINGS.format(recipe=recipe, benchmark=benchmark)
 
 
 def _sub(rehearsal: bool) -> str:
@@ -66,7 +79,7 @@ def plan_file(recipe: str, conc: int, rehearsal: bool = False) -> str:
 
 def source_file(recipe: str, rehearsal: bool = False) -> str:
     """What render wrote next to a recipe's plans (render/why)."""
-    return f"{PLANS}/{_sub(rehearsal)}{recipe}/source.json"
+    return f"{PLANS}/{_sub(rehearsal)}{recipe}/{SOURCE_FILE}"
 
 
 def curve_file(server: str, rehearsal: bool) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..contract import PortBlock
+from ..contract import TLS_CA, TLS_CERT, TLS_DIR, TLS_KEY, TLS_PEM_REFS, PortBlock
 from .ports import PortAllocator
 
 if TYPE_CHECKING:  # the kinds import this module; topology imports the cluster facts, which ask the kinds
@@ -36,23 +36,22 @@ class ProcessSpec:
 
 # Mutual TLS on the TCP request plane with the stack's own CA (the driver makes it at start,
 # run/credentials.make_tls): every process serves and dials it, so each has both halves
-_TLS = "{run_dir}/tls"
+_TLS = "{run_dir}/" + TLS_DIR
 REQUEST_PLANE_TLS = {
-    "DYN_TCP_TLS_CERT_PATH": f"{_TLS}/node.pem",
-    "DYN_TCP_TLS_KEY_PATH": f"{_TLS}/node.key",
-    "DYN_TCP_TLS_CA_CERT_PATH": f"{_TLS}/ca.pem",
-    "DYN_TCP_TLS_CLIENT_CA_CERT_PATH": f"{_TLS}/ca.pem",
-    "DYN_TCP_TLS_CLIENT_CERT_PATH": f"{_TLS}/node.pem",
-    "DYN_TCP_TLS_CLIENT_KEY_PATH": f"{_TLS}/node.key",
+    "DYN_TCP_TLS_CERT_PATH": f"{_TLS}/{TLS_CERT}",
+    "DYN_TCP_TLS_KEY_PATH": f"{_TLS}/{TLS_KEY}",
+    "DYN_TCP_TLS_CA_CERT_PATH": f"{_TLS}/{TLS_CA}",
+    "DYN_TCP_TLS_CLIENT_CA_CERT_PATH": f"{_TLS}/{TLS_CA}",
+    "DYN_TCP_TLS_CLIENT_CERT_PATH": f"{_TLS}/{TLS_CERT}",
+    "DYN_TCP_TLS_CLIENT_KEY_PATH": f"{_TLS}/{TLS_KEY}",
 }
 # etcd asks every client for a certificate of the stack's CA (--client-cert-auth): its key-value,
 # lease, maintenance and member APIs, /health and /metrics alike (a user/password leaves the lease
 # and maintenance APIs open). Dynamo reads these three as PEM text, not paths (ClientOptions in
 # dynamo-runtime's etcd transport), so they come from the stack like a password.
 ETCD_CLIENT_TLS = {
-    "ETCD_AUTH_CA": {"from_stack": "tls_ca_pem"},
-    "ETCD_AUTH_CLIENT_CERT": {"from_stack": "tls_cert_pem"},
-    "ETCD_AUTH_CLIENT_KEY": {"from_stack": "tls_key_pem"},
+    var: {"from_stack": ref}
+    for var, ref in zip(("ETCD_AUTH_CA", "ETCD_AUTH_CLIENT_CERT", "ETCD_AUTH_CLIENT_KEY"), TLS_PEM_REFS, strict=True)
 }
 NATS_USER = "servesweep"
 
@@ -151,8 +150,8 @@ def etcd(binary: str, alloc: PortAllocator) -> ProcessSpec:
     argv += ["--advertise-client-urls", url, "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer]
     argv += ["--initial-cluster", f"servesweep={peer}", "--log-level", "warn"]
     for side in ("", "peer-"):  # both listeners ask for the stack's certificate
-        argv += [f"--{side}cert-file", f"{_TLS}/node.pem", f"--{side}key-file", f"{_TLS}/node.key"]
-        argv += [f"--{side}client-cert-auth", f"--{side}trusted-ca-file", f"{_TLS}/ca.pem"]
+        argv += [f"--{side}cert-file", f"{_TLS}/{TLS_CERT}", f"--{side}key-file", f"{_TLS}/{TLS_KEY}"]
+        argv += [f"--{side}client-cert-auth", f"--{side}trusted-ca-file", f"{_TLS}/{TLS_CA}"]
     ports = {"client": alloc.take(), "peer": alloc.take()}
     return ProcessSpec(ports, tuple(argv), {}, f"{url}/health", f"{url}/metrics")
 

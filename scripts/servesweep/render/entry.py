@@ -43,7 +43,10 @@ class RuleView(Protocol):
     def capacity(self, recipe: str, asked: bool = True) -> tuple: ...
     def will_run(self, recipe: str, conc: int, rehearsal: bool = False) -> None: ...
     def smoke_point(self, recipe: str) -> int: ...
-    def will_check(self, recipe: str) -> None: ...
+    def will_check(self, recipe: str, check: str) -> None: ...
+
+    evals: list  # (recipe, benchmark) of every selected recipe's accuracy benchmarks
+
     def start_running(self) -> None: ...
     def write_selection(self) -> str: ...
 
@@ -97,8 +100,10 @@ class SubmittedPlans:
         concs = [int(p.stem[1:]) for p in (self.root / plan_file(recipe, 1)).parent.glob("c*.json")]
         return min(concs, default=1)
 
-    def will_check(self, recipe: str) -> None:
+    def will_check(self, recipe: str, check: str) -> None:
         """The main process wrote the curve files."""
+
+    evals: list = []  # the main process asks for them
 
     def start_running(self) -> None:
         """The main process wrote the curve files."""

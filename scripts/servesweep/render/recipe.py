@@ -12,10 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import paths
+from ..checks.evalsets import recipe_problems
 from ..contract import RUNTIME_REF, SECRET_NAME, USER_REF_NAMES
 from ..errors import InputError, Problem
 from ..yamlio import ParseCache, load_yaml, schema_problems
 from . import env_readers, flags, kinds, kvstore, preamble, scenarios, topology
+from .capacity_search import capacity_problems
 from .cluster import Cluster
 from .topology import Role
 
@@ -45,6 +47,10 @@ class Recipe:
     @property
     def concurrency(self) -> list[int]:
         return list(self.doc["concurrency"])
+
+    @property
+    def evals(self) -> dict[str, dict]:  # benchmark -> tasks, n_shots, concurrency
+        return dict(self.doc.get("evals") or {})
 
     def has_point(self, conc: int) -> bool:
         """A point of the sweep, or a probe its capacity search may run."""
@@ -171,19 +177,8 @@ def _sweep_problems(recipe: Recipe, stem: str | None) -> list[Problem]:
     if "duration_s" not in scen and "requests" not in scen:
         out.append(Problem(label, "scenario.duration_s", "give duration_s or requests"))
     out += [Problem(label, f, reason) for f, reason in scenarios.problems(scen)]
-    return out + _capacity_problems(recipe)
-
-
-def _capacity_problems(recipe: Recipe) -> list[Problem]:
-    cap, label = recipe.doc.get("capacity"), recipe.source
-    if cap is None:
-        return []
-    out = []
-    if cap["max"] < cap["min"]:
-        out.append(Problem(label, "capacity.max", f"max {cap['max']} is below min {cap['min']}"))
-    if not recipe.doc.get("slo"):
-        out.append(Problem(label, "capacity", "a capacity search needs an slo to search against"))
-    return out
+    out += [Problem(label, f, reason) for f, reason in recipe_problems(recipe.evals)]
+    return out + capacity_problems(recipe.doc, recipe.source)
 
 
 def _engine_problems(recipe: Recipe) -> list[Problem]:

@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..checks.evalsets import problem_count
 from ..contract import Plan, batch_step_tasks, stack_reuse_allowed
 from ..errors import InputError, Problem
 from ..paths import POINT_TARGET, capacity_file, plan_file, result_file, run_dir
@@ -166,7 +167,9 @@ class Selection:
         for r in self.selected:
             fp = lambda c, name=r.name: self.fingerprint(name, c)  # noqa: E731
             self._known(r.name, r.concurrency[0])
-            out.append(why.recipe_staleness(self.root, r, self.cluster, fp, self._curves[(r.name, False)]))
+            st = why.recipe_staleness(self.root, r, self.cluster, fp, self._curves[(r.name, False)])
+            st.checks = why.check_staleness(self.root, r, fp(min(r.concurrency)))
+            out.append(st)
         return out
 
     def fingerprint(self, recipe: str, conc: int) -> str:
@@ -197,6 +200,20 @@ class Selection:
         problems, notes = check_plan(Plan.from_json(plan), self.root, result, in_job=False)
         self.preflight_problems += problems
         self.preflight_notes += notes
+
+    def preflight_eval(self, r: Recipe, settings: dict) -> None:
+        """An eval's questions in the cluster's datasets cache: a problem here, or on a Slurm cluster
+        whose filesystems this host may not see, a note left to the job (which checks it first)."""
+        field, c = f"evals.{settings['benchmark']}", self.cluster
+        home = self.root / Path(c.hf_home or "~/.cache/huggingface").expanduser()
+        try:
+            problem_count(home, settings["benchmark"], settings["tasks"])
+        except ValueError as e:
+            if c.launcher == "slurm":
+                note = f"{r.source}: {field}: not visible from this host ({e}); the job checks it first"
+                self.preflight_notes.append(note)
+            else:
+                self.preflight_problems.append(Problem(r.source, field, str(e)))
 
     def drop_layouts(self) -> None:
         """Forget the per-recipe layouts once every plan is written (they would sit in Snakemake's heap)."""

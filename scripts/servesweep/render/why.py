@@ -13,7 +13,10 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import paths
+from ..checks.evalsets import settings_doc
 from ..contract import PLAN_SCHEMA
+from ..encode import canonical, digest
 from ..paths import result_file
 from ..sourcediff import _ABSENT, CUT, SOURCE_SCHEMA, Change, cut, reporting_changes, source_changes
 from ..yamlio import checked_json
@@ -111,6 +114,7 @@ class RecipeStaleness:
     no_result: list = field(default_factory=list)
     unreadable: list = field(default_factory=list)  # (conc, reason)
     reporting: list = field(default_factory=list)  # Change
+    checks: list = field(default_factory=list)  # one line per stale check (smoke, evals)
 
     def lines(self, limit: int | None = CUT) -> list[str]:
         r, out = self.recipe, []
@@ -125,7 +129,7 @@ class RecipeStaleness:
         if not out and self.reporting:
             text = cut(self.reporting, f"servesweep why {r}", limit or len(self.reporting))
             out.append(f"{r}: {text} — summary only, no point stale")
-        return out
+        return out + [f"{r} {line}" for line in self.checks]
 
 
 def _points(concs: list) -> str:
@@ -170,6 +174,32 @@ def recipe_staleness(root: Path, recipe: Recipe, cluster: Cluster, fingerprint, 
     for conc in missing:
         (st.new if sources and conc not in swept else st.no_result).append(conc)
     return st
+
+
+def check_staleness(root: Path, recipe: Recipe, stack_fingerprint: str) -> list[str]:
+    """Why each of the recipe's checks would rerun: its evals (always targets of the summary) and
+    its API smoke where one was measured. A check follows its stack's plan (the smoke point's) and
+    its own settings, and nothing else."""
+    settings = {f"eval-{b}": digest(canonical(settings_doc(b, s))) for b, s in recipe.evals.items()}
+    wanted = [(f"eval-{b}", paths.eval_file(recipe.name, b), "eval.schema.yaml", "settings") for b in recipe.evals]
+    smoke = root / paths.SMOKE.format(recipe=recipe.name)
+    if smoke.exists():
+        settings["smoke"] = digest((root / paths.SMOKE_REQUESTS).read_text())
+        wanted.append(("smoke", str(smoke.relative_to(root)), "smoke.schema.yaml", "request_set"))
+    out = []
+    for name, file, schema, key in wanted:
+        if not (root / file).exists():
+            out.append(f"{name}: no result")
+            continue
+        doc, why = checked_json(root / file, schema)
+        if doc is None:
+            out.append(f"{name}: result unreadable ({why})")
+        elif doc["identity"]["plan_fingerprint"] != stack_fingerprint:
+            out.append(f"{name}: stale — its stack's plan changed (c{min(recipe.concurrency)}, the stack it runs on)")
+        elif doc["identity"][key] != settings[name]:
+            what = "the request set" if name == "smoke" else f"evals.{name[5:]}"
+            out.append(f"{name}: stale — {what} changed (only this check reruns)")
+    return out
 
 
 def _listing(folder: Path) -> set[str]:

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from .. import heartbeat
+from ..checks.evalsets import settings_doc
 from ..contract import STACK_REUSE_ENV, curve_doc, curve_file
 from ..encode import canonical, digest
 from ..files import read_json_object, write_if_changed
@@ -19,6 +20,7 @@ from ..paths import (
     SUMMARY_MD,
     capacity_file,
     capacity_settings_file,
+    eval_settings_file,
     missing_file,
     plan_file,
     result_file,
@@ -35,7 +37,7 @@ class Workflow:
     def __init__(self, selection: Selection):
         self.sel = selection
         self._will_run: dict = {}  # (recipe, rehearsal) -> points snakemake will run
-        self._checks: set[str] = set()  # recipes whose API smoke snakemake will run (a turn on the stack)
+        self._checks: dict[str, set[str]] = {}  # recipe -> the checks snakemake will run on its stack (a turn each)
         self._searching: dict[str, bool] = {}  # recipe -> the search, part of this run, wants more probes
         # curve files are written only once jobs are about to run (onstart), never in a dry run and
         # never per job while the DAG is built: until then the curves to write are only noted
@@ -97,9 +99,25 @@ class Workflow:
             for name in sel.searches.recipes:
                 write_if_changed(sel.root / capacity_settings_file(name), canonical(sel.searches.settings_doc(name)))
                 self.capacity(name, asked=False)
+            self._write_eval_settings()
         sel.drop_layouts()
         if not sel.preflight_problems:
             sel.memo.save()
+
+    @property
+    def evals(self) -> list[tuple[str, str]]:
+        """(recipe, benchmark) of every selected recipe's accuracy benchmarks."""
+        return [(r.name, b) for r in self.sel.selected for b in r.evals]
+
+    def _write_eval_settings(self) -> None:
+        """Each eval's settings beside the recipe's plans (an edit reruns that eval only), its
+        questions checked in the cluster's datasets cache like a point's inputs."""
+        for r in self.sel.selected:
+            for benchmark, settings in r.evals.items():
+                doc = settings_doc(benchmark, settings)
+                self.sel.preflight_eval(r, doc)
+                if not self.sel.preflight_problems:
+                    write_if_changed(self.sel.root / eval_settings_file(r.name, benchmark), canonical(doc))
 
     def _write_plan(self, recipe: str, conc: int, rehearsal: bool) -> None:
         """Once per point and run: the capacity rule asks for its next probe on every DAG update."""
@@ -181,10 +199,11 @@ class Workflow:
         """The point whose plan (and so whose stack) the recipe's API smoke uses: its lowest concurrency."""
         return min(self.sel.recipes[recipe].concurrency)
 
-    def will_check(self, recipe: str) -> None:
-        """Snakemake decided the recipe's smoke runs: one more turn its stack's keeper waits for."""
-        if recipe not in self._checks:
-            self._checks.add(recipe)
+    def will_check(self, recipe: str, check: str) -> None:
+        """Snakemake decided one of the recipe's checks runs: one more turn its stack's keeper waits for."""
+        checks = self._checks.setdefault(recipe, set())
+        if check not in checks:
+            checks.add(check)
             self._write_curve(recipe, False)
 
     def start_running(self) -> None:
@@ -210,7 +229,7 @@ class Workflow:
         searching = not rehearsal and any(self._searching.get(m, False) for m in mates)
         server, linger = stacks.server(recipe, rehearsal), stacks.linger_s(recipe, rehearsal)
         held_s = stacks.points_s(recipe, points) if not rehearsal and stacks.held(recipe) else 0
-        checks = sum(m in self._checks for m in mates)
+        checks = sum(len(self._checks.get(m, ())) for m in mates)
         doc = curve_doc(len(points) + checks, searching, linger, held_s)
         write_if_changed(self.sel.root / curve_file(server, rehearsal), canonical(doc))
 

@@ -11,10 +11,11 @@ from pathlib import Path
 import pandas as pd
 from tabulate import tabulate
 
-from .. import figures
+from .. import figures, paths
 from ..files import write_if_changed
 from ..slo import slo_verdicts
 from ..yamlio import checked_json
+from .accuracy import accuracy_section, load_evals
 from .attribution import attribution_section
 from .capacity import capacity_section, load_capacities
 from .fmt import num
@@ -108,11 +109,11 @@ def _g(x) -> str:
     return "n/a" if x is None else f"{x:.3g}"
 
 
-def load_results(paths: list[Path], slos: dict, unreadable: list | None = None) -> pd.DataFrame:
+def load_results(files: list[Path], slos: dict, unreadable: list | None = None) -> pd.DataFrame:
     """One row per result; SLO verdicts against ``slos`` (recipe -> its current SLO). A file that is
     not a valid result is left out, named with its reason in ``unreadable`` and on stderr."""
     rows = []
-    for p in paths:
+    for p in files:
         doc, why = checked_json(p, "result.schema.yaml")
         if doc is None:
             print(f"servesweep: {p}: left out of the summary: {why}", file=sys.stderr)
@@ -230,7 +231,7 @@ def missing_points(selection: dict, present: set[str], root: Path) -> list[list[
         if p["result"] in present:
             continue
         reason = "not run yet"
-        fail = root / p["log_dir"] / "failure.json"
+        fail = root / p["log_dir"] / paths.FAILURE_FILE
         if fail.exists():
             try:
                 doc = json.loads(fail.read_text())
@@ -311,7 +312,12 @@ def _by_point(df: pd.DataFrame) -> dict:
 
 
 def build_summary(
-    results: list[Path], selection: Path, out_md: Path, baseline: Path | None = None, capacities: list[Path] = ()
+    results: list[Path],
+    selection: Path,
+    out_md: Path,
+    baseline: Path | None = None,
+    capacities: list[Path] = (),
+    evals: list[Path] = (),
 ) -> None:
     sel = json.loads(Path(selection).read_text())
     root = Path.cwd()
@@ -331,6 +337,7 @@ def build_summary(
         parts += _best_section(df)
     base_caps = load_capacities(sorted(Path(baseline).glob("*/capacity.json"))) if baseline else None
     parts += capacity_section(load_capacities(list(capacities)), base_caps)
+    parts += accuracy_section(load_evals(list(evals)), Path(baseline) if baseline else None)
     if unreadable:
         parts += ["", "## Unreadable results (left out; they rerun on the next run)", ""]
         parts.append(tabulate(unreadable, ["file", "why"], tablefmt="github", disable_numparse=True))

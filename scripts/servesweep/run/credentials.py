@@ -11,6 +11,7 @@ its user, so the password never reaches its argv.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import os
@@ -19,7 +20,7 @@ import ssl
 import subprocess
 from pathlib import Path
 
-from ..contract import Plan
+from ..contract import TLS_CA, TLS_CERT, TLS_DIR, TLS_KEY, TLS_PEM_REFS, Plan
 
 KINDS = ("nats_password",)
 NATS_CONFIG = "nats-auth.conf"
@@ -51,7 +52,6 @@ def nats_user(plan: Plan) -> str | None:
     return None
 
 
-TLS_DIR = "tls"
 _EC = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes")
 
 
@@ -78,17 +78,17 @@ def make_tls(run_dir: Path, addrs: list[str]) -> None:
     (d / "ext.cnf").write_text(
         f"subjectAltName={','.join(sans)}\nextendedKeyUsage=serverAuth,clientAuth\nbasicConstraints=CA:FALSE\n"
     )
-    ca, key = str(d / "ca.pem"), str(d / "ca.key")
+    ca, key = str(d / TLS_CA), str(d / "ca.key")
     _openssl("req", "-x509", *_EC, "-keyout", key, "-out", ca, "-days", "30", "-subj", "/CN=servesweep stack CA")
-    _openssl("req", *_EC, "-keyout", str(d / "node.key"), "-out", str(d / "node.csr"), "-subj", "/CN=servesweep stack")
+    _openssl("req", *_EC, "-keyout", str(d / TLS_KEY), "-out", str(d / "node.csr"), "-subj", "/CN=servesweep stack")
     serial = str(secrets.randbits(63))
     _openssl(
         "x509", "-req", "-in", str(d / "node.csr"), "-CA", ca, "-CAkey", key, "-set_serial", serial,
-        "-out", str(d / "node.pem"), "-days", "30", "-extfile", str(d / "ext.cnf"),
+        "-out", str(d / TLS_CERT), "-days", "30", "-extfile", str(d / "ext.cnf"),
     )  # fmt: skip
     for leftover in ("ca.key", "node.csr", "ext.cnf"):
         (d / leftover).unlink()
-    os.chmod(d / "node.key", 0o600)
+    os.chmod(d / TLS_KEY, 0o600)
 
 
 TLS_ENV = ("DYN_TCP_TLS_CERT_PATH", "ETCD_AUTH_CLIENT_CERT")  # a process that presents the stack's certificate
@@ -98,17 +98,17 @@ def tls_pems(run_dir: Path) -> dict[str, str]:
     """The stack's CA, certificate and key as text, for processes that take PEM, not a path (etcd's
     Dynamo client); they stay in memory and the processes' environments."""
     d = Path(run_dir) / TLS_DIR
-    names = {"tls_ca_pem": "ca.pem", "tls_cert_pem": "node.pem", "tls_key_pem": "node.key"}
-    return {kind: (d / f).read_text() for kind, f in names.items()}
+    return {ref: (d / name).read_text() for ref, name in TLS_PEM_REFS.items()}
 
 
 def uses_tls(plan: Plan) -> bool:
     return any(k in p.env for p in plan.processes for k in TLS_ENV)
 
 
+@functools.lru_cache(maxsize=8)  # one per stack: its files never change once made, and readiness asks often
 def client_context(run_dir: Path) -> ssl.SSLContext:
     """Our own calls to the stack's TLS endpoints (etcd's /health): the stack's CA and certificate."""
     d = Path(run_dir) / TLS_DIR
-    ctx = ssl.create_default_context(cafile=str(d / "ca.pem"))
-    ctx.load_cert_chain(str(d / "node.pem"), str(d / "node.key"))
+    ctx = ssl.create_default_context(cafile=str(d / TLS_CA))
+    ctx.load_cert_chain(str(d / TLS_CERT), str(d / TLS_KEY))
     return ctx

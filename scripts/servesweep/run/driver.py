@@ -156,7 +156,7 @@ def keep_earlier_attempt(run_dir: Path) -> None:
 
 def _record_failure(run_dir: Path, reason: str) -> None:
     doc = {"time": now(), "reason": plain_text(reason), "logs": str(run_dir)}
-    (run_dir / "failure.json").write_text(json.dumps(doc, indent=1) + "\n")
+    (run_dir / paths.FAILURE_FILE).write_text(json.dumps(doc, indent=1) + "\n")
 
 
 @dataclass
@@ -259,7 +259,7 @@ def _conclude(plan: Plan, stack, m: Measurement, result_path: Path, run_dir: Pat
     doc = result.document(plan, figs, why, m.export, facts) | {"source": source, "logs": health}
     _write_or_keep(doc, result_path, run_dir, m.artifacts)
     try:  # the result is written: nothing after this may fail the point
-        (run_dir / "failure.json").unlink(missing_ok=True)
+        (run_dir / paths.FAILURE_FILE).unlink(missing_ok=True)
         say(
             f"result {result_path}: {figs['requests_completed']} requests, "
             f"{_num(figs['request_throughput'], 2)} req/s, TTFT p95 {_num(figs['ttft_s']['p95'], 3)} s, "

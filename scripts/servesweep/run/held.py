@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import paths
 from ..contract import CurveHint, Plan, batch_step_tasks
 from ..errors import plain_text
 from ..heartbeat import ENV as HEARTBEAT_ENV
@@ -298,7 +299,7 @@ def _add_failure(plan: Plan, reason: str, fresh: bool = False) -> None:
     run_dir = default_log_dir(plan)
     if fresh:
         keep_earlier_attempt(run_dir)
-    path = run_dir / "failure.json"
+    path = run_dir / paths.FAILURE_FILE
     try:
         earlier = json.loads(path.read_text()).get("reason")
     except (OSError, ValueError, AttributeError):

@@ -8,18 +8,14 @@ compares two smoke files row by row (report/smoke_diff)."""
 from __future__ import annotations
 
 import json
-import signal
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-from .. import paths
 from ..contract import Plan
-from ..encode import canonical, digest
-from ..files import write_if_changed
-from ..yamlio import load_yaml, schema_errors
-from .driver import FAILURES, keep_earlier_attempt, open_stack
-from .driver_io import Interrupted, Say, now, private_plan, raise_interrupt
+from ..encode import digest
+from ..yamlio import load_yaml
+from . import check_turn
 
 SCHEMA = "servesweep.smoke/1"
 SEED = 1234
@@ -122,59 +118,18 @@ def _fields(content, reasoning, calls, finish, doc) -> dict:
 
 
 def run_smoke(plan_path: Path, requests_path: Path, out_path: Path) -> int:
-    plan = private_plan(plan_path)
-    if plan is None:
-        return 2
     request_set, problems = load_yaml(requests_path)
     if problems:
         print(f"servesweep: {problems[0]}")
         return 2
-    run_dir = Path.cwd() / paths.smoke_log_dir(plan.recipe, plan.rehearsal)
-    keep_earlier_attempt(run_dir)
-    run_dir.mkdir(parents=True)
-    say = Say(f"{plan.recipe} smoke", run_dir / "driver.log")
-    old = {s: signal.signal(s, raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    stack = open_stack(plan, Path(plan_path), Path(out_path).resolve(), run_dir, say)
-    try:
-        stack.attach()
+
+    def measure(plan: Plan, stack, run_dir: Path, say) -> dict:
         client = stack.info.context(plan).resolve(plan.client_url, "")
         rows = [send(client, row) for row in request_rows(plan, request_set)]
-        doc = _document(plan, stack, rows, Path(requests_path))
-        errors = schema_errors(doc, "smoke.schema.yaml")
-        if errors:
-            raise ValueError(f"smoke file does not match schemas/smoke.schema.yaml: {errors[0].message}")
-        write_if_changed(Path(out_path), canonical(doc))
         bad = [r["id"] for r in rows if not r["ok"]]
         say(f"smoke: {len(rows)} requests, {len(rows) - len(bad)} answered as expected" + (
             f"; not as expected: {', '.join(bad)}" if bad else ""))  # fmt: skip
-        return 0
-    except FAILURES as e:
-        say(f"FAILED: {e}")
-        return 1
-    except Interrupted as e:
-        say(f"interrupted by {e}; tearing down")
-        return 128 + e.signum
-    except Exception as e:  # noqa: BLE001 - a bug of ours: said in one line, the stack still released
-        say(f"FAILED unexpectedly: {type(e).__name__}: {e}")
-        return 1
-    finally:
-        for s in old:
-            signal.signal(s, signal.SIG_IGN)
-        stack.detach()
-        for s, h in old.items():
-            signal.signal(s, h)
+        ident = check_turn.identity(plan, stack) | {"request_set": digest(Path(requests_path).read_text())}
+        return {"schema": SCHEMA, "identity": ident, "rows": rows}
 
-
-def _document(plan: Plan, stack, rows: list[dict], requests_path: Path) -> dict:
-    identity = {
-        "recipe": plan.recipe,
-        "cluster": plan.cluster,
-        "rehearsal": plan.rehearsal,
-        "engine": plan.engine,
-        "plan_fingerprint": plan.fingerprints["plan"],
-        "server_fingerprint": plan.fingerprints["server"],
-        "request_set": digest(requests_path.read_text()),
-        "stack": stack.info.id,
-        "time": now(),
-    }
-    return {"schema": SCHEMA, "identity": identity, "rows": rows}
+    return check_turn.take_turn(plan_path, out_path, "smoke", "smoke.schema.yaml", measure)

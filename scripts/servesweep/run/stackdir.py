@@ -23,7 +23,7 @@ import psutil
 
 from ..files import read_json_object as read_json
 from ..files import write_if_changed
-from ..stack_registry import STATE_FILE, Current, read_current
+from ..stack_registry import CURRENT_FILE, STATE_FILE, Current, read_current
 
 
 class State(StrEnum):
@@ -182,7 +182,7 @@ class Registry:
         return read_current(self.root)
 
     def record(self, current: Current) -> None:
-        write_json(self.root / "current.json", current.to_json())
+        write_json(self.root / CURRENT_FILE, current.to_json())
 
 
 def joinable(current: dict, server: str, invocation: str, status: Status, keeper_alive: bool) -> str:
