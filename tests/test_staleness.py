@@ -144,6 +144,13 @@ def test_profile_name_resolves_and_slurm_dry_run_needs_no_controller(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     assert "results/gemma4-livekit-2tp4-dyn-vllm-prod/c96.json" in r.stdout
     assert "gres=gpu:8" in r.stdout and "nodes=1" in r.stdout and "slurm_extra=--exclusive" in r.stdout
+    # the bill before anything is submitted: per stack, from the points' own plans
+    res = json.loads((wf / ".plans/gemma4-hgx02-4x-tp2-sglang/c96.json").read_text())["resources"]
+    gpus, points_s = res["nodes"] * res["gpus_per_node"], 2 * res["point_s"]  # c96, c150: the same budget
+    line = next(ln for ln in r.stderr.splitlines() if "bill" not in ln and "gemma4-hgx02-4x-tp2-sglang:" in ln)
+    assert f"2 point(s), 1 allocation(s) of {gpus} GPU(s), startup {res['startup_s']} s bound" in line, line
+    assert f"= {gpus * (res['startup_s'] + points_s) / 3600:.2f} GPU-h" in line, line
+    assert re.search(r"total: 2 allocation\(s\), [0-9.]+ GPU-h", r.stderr), r.stderr[-2000:]
 
 
 def test_partial_summary_lists_missing_points(settled):

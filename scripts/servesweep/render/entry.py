@@ -17,6 +17,7 @@ from ..contract import batch_step_tasks
 from ..errors import InputError, Problem
 from ..paths import plan_file, selection_file
 from . import why
+from .bill import say_bill
 from .selection import Selection
 from .workflow import Workflow
 
@@ -240,6 +241,7 @@ def _load(root: Path, cluster: str, chosen: tuple, rehearsal: bool, scope, linge
         _say_parsers(sel)
         for line in why.cause_lines(sel.staleness()):
             print(f"servesweep: {line}", file=sys.stderr)
+        say_bill(sel)
         for line in why.quarantine(sel.root, [r.name for r in sel.selected], move=not dry_run):
             print(f"servesweep: warning: {line}", file=sys.stderr)
         flow.write_missing()
