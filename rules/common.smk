@@ -9,6 +9,7 @@ import sys
 from snakemake.exceptions import WorkflowError
 
 from servesweep import paths
+from servesweep.contract import slurm_resources
 from servesweep.files import private_outputs
 from servesweep.render import smk
 from servesweep.render import workflow as sw
@@ -91,13 +92,7 @@ def plan_resources():
     def pick(key):
         def get(wildcards):
             res = SELECTION.resources(wildcards.recipe, point_conc(wildcards))
-            if key == "runtime":
-                return res["runtime_min"]
-            if key == "gres":
-                return f"gpu:{res['gpus_per_node']}"
-            if key == "slurm_extra":
-                return "--exclusive" if res["exclusive"] else ""
-            return res[key]
+            return slurm_resources(res)[key]
 
         return get
 

@@ -301,6 +301,28 @@ def load_plan(path: Path) -> Plan:
     return Plan.from_json(doc)
 
 
+def slurm_resources(res: dict) -> dict:
+    """A job's resources in the Slurm executor plugin's names, from a plan's resources (batch-step
+    geometry applied, ``runtime_min`` the job's limit). The one mapping: the plugin's jobs
+    (rules/common.smk) and a held stack's own sbatch (:func:`sbatch_args`, run/held) both use it."""
+    return {
+        "nodes": res["nodes"],
+        "tasks": res["tasks"],
+        "cpus_per_task": res["cpus_per_task"],
+        "mem_mb": res["mem_mb"],
+        "runtime": res["runtime_min"],
+        "gres": f"gpu:{res['gpus_per_node']}" if res["gpus_per_node"] else "",
+        "slurm_extra": "--exclusive" if res["exclusive"] else "",
+    }
+
+
+def sbatch_args(r: dict) -> list[str]:
+    """:func:`slurm_resources` as sbatch options."""
+    out = [f"--nodes={r['nodes']}", f"--ntasks={r['tasks']}", f"--cpus-per-task={r['cpus_per_task']}"]
+    out += [f"--mem={r['mem_mb']}M", f"--time={r['runtime']}"] + ([f"--gres={r['gres']}"] if r["gres"] else [])
+    return out + r["slurm_extra"].split()
+
+
 def batch_step_tasks(res: dict) -> dict:
     """Task geometry for running the driver in the job's batch step (the rule's ``mpi`` resource):
     the Slurm plugin wants more than one task for such a job and at least one per node; the plan's

@@ -61,6 +61,30 @@ COMPARED = tuple(f for f in FIGURES if f.higher_is_better is not None)  # a base
 HALF_WIDTH_ALIASES = {"output_tps_per_gpu": "tps_per_gpu"}
 
 
+PER_GPU = {"output_tps_per_gpu": "output_tps", "total_tps_per_gpu": "total_tps"}  # derived: base / GPUs
+
+
+def per_gpu(values: dict, gpus: int) -> dict:
+    """The per-GPU figures from their bases in ``values`` (figures, or their half widths): None where
+    a base is missing or the plan uses no GPUs. The only place they are derived."""
+    return {
+        name: values[base] / gpus if values.get(base) is not None and gpus else None for name, base in PER_GPU.items()
+    }
+
+
+def label(name: str) -> str:
+    """A figure's heading with its unit, for an axis or a column: 'TTFT p95 (s)'."""
+    f = BY_NAME[name]
+    return f.heading if f.unit in f.heading else f"{f.heading} ({f.unit})"
+
+
+def joined(names: tuple[str, ...]) -> str:
+    """One column for several figures of one family: 'TTFT p50 / p90 / p95 / p99 (s)'."""
+    heads = [BY_NAME[n].heading for n in names]
+    family = heads[0].rsplit(" ", 1)[0]
+    return f"{family} {' / '.join(h.rsplit(' ', 1)[1] for h in heads)} ({BY_NAME[names[0]].unit})"
+
+
 def flat(figures: dict) -> dict:
     """Every registered figure of a result, by flat name."""
     return {f.name: f.of(figures) for f in FIGURES}

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .. import figures
+
 
 def _conc_line(ax, conc, colour: str, label: str) -> None:
     if conc is not None:
@@ -38,7 +40,7 @@ def capacity_plot(doc: dict, path: Path) -> Path:
         ax.set_xticks(ticks, [str(t) for t in ticks])
         ax.minorticks_off()
         ax.set_xlabel("concurrency")
-        ax.set_ylabel(key)
+        ax.set_ylabel(figures.label(figures.SLO_FIGURES[key].name) if key in figures.SLO_FIGURES else key)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     axes[0, 0].set_title(f"{doc['recipe']}: capacity at SLO ({doc['outcome']})")

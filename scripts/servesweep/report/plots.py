@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from .. import figures
+
 THROUGHPUT = "total_tps_per_gpu"  # the field's headline: input + output tokens per second per GPU
 
 
@@ -88,7 +90,7 @@ def plots(df: pd.DataFrame, plot_dir: Path, slos: dict) -> dict[str, list[str]]:
                 plt,
                 fig,
                 ax,
-                ("concurrency", "TTFT p95 (s)"),
+                ("concurrency", figures.label("ttft_p95_s")),
                 f"{title}: TTFT p95 vs concurrency",
                 plot_dir / f"{scen}-ttft-p95.png",
             )

@@ -92,7 +92,7 @@ def _total_per_gpu(f: dict, gpus: int):
     """Results from before the figure existed: derived the same way the run computes it."""
     if "total_tps_per_gpu" in f:
         return f["total_tps_per_gpu"]
-    return f["total_tps"] / gpus if f.get("total_tps") is not None and gpus else None
+    return figures.per_gpu(f, gpus)["total_tps_per_gpu"]
 
 
 def _batch_cell(batch: dict | None, preemptions: int | None) -> str:
@@ -186,13 +186,10 @@ def scenario_table(df: pd.DataFrame, md_dir: Path) -> str:
     headers = [
         "recipe",
         "conc",
-        "req/s",
-        "TTFT p50 / p90 / p95 / p99 (s)",
-        "ITL p50 / p99 (ms)",
-        "total tok/s/GPU",
-        "output tok/s/GPU",
-        "output tok/s",
-        figures.BY_NAME["acceptance_length"].heading,
+        figures.label("req_s"),
+        figures.joined(("ttft_p50_s", "ttft_p90_s", "ttft_p95_s", "ttft_p99_s")),
+        figures.joined(("itl_p50_ms", "itl_p99_ms")),
+        *(figures.label(n) for n in ("total_tps_per_gpu", "output_tps_per_gpu", "output_tps", "acceptance_length")),
         "prefix hit actual / theoretical",
         "requests per worker",
         "batch mean / p99 · preemptions",

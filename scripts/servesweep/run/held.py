@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import paths
-from ..contract import CurveHint, Plan, batch_step_tasks
+from ..contract import CurveHint, Plan, batch_step_tasks, sbatch_args, slurm_resources
 from ..errors import plain_text
 from ..heartbeat import ENV as HEARTBEAT_ENV
 from ..stack_registry import Current
@@ -73,10 +73,14 @@ class HoldRequest:
         return cls(*shape, minutes, partition, account)
 
     def sbatch_options(self) -> list[str]:
-        out = [f"--nodes={self.nodes}", f"--ntasks={self.tasks}", f"--cpus-per-task={self.cpus_per_task}"]
-        out += [f"--mem={self.mem_mb}M", f"--time={self.time_min}"]
-        out += [f"--gres=gpu:{self.gpus_per_node}"] if self.gpus_per_node else []
-        out += ["--exclusive"] if self.exclusive else []
+        shape = {
+            "nodes": self.nodes,
+            "tasks": self.tasks,
+            "gpus_per_node": self.gpus_per_node,
+            "exclusive": self.exclusive,
+        }
+        shape |= {"cpus_per_task": self.cpus_per_task, "mem_mb": self.mem_mb, "runtime_min": self.time_min}
+        out = sbatch_args(slurm_resources(shape))
         out += [f"--partition={self.partition}"] if self.partition else []
         return out + ([f"--account={self.account}"] if self.account else [])
 

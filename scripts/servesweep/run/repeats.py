@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..figures import per_gpu
+
 CONFIDENCE = 0.95
 COUNTS = ("request_count", "error_request_count", "total_output_tokens", "total_isl", "total_osl")
 # result figure -> (aggregate metric, stat, scale to the figure's unit)
@@ -84,8 +86,7 @@ def figures(artifact_dir: Path, exports: list[dict], gpus: int) -> dict | None:
         m = metrics.get(f"{metric}_{stat}")
         ok = isinstance(m, dict) and m.get("ci_low") is not None and m.get("ci_high") is not None
         half[fig] = (m["ci_high"] - m["ci_low"]) / 2 * scale if ok else None
-    for fig, base in (("output_tps_per_gpu", "output_tps"), ("total_tps_per_gpu", "total_tps")):
-        half[fig] = half[base] / gpus if half[base] is not None and gpus else None
+    half |= per_gpu(half, gpus)
     per_run = [{fig: _stat(e, metric, stat, scale) for fig, (metric, stat, scale) in HEADLINE.items()} for e in exports]
     level = meta.get("confidence_level", CONFIDENCE)
     return {"n": len(exports), "confidence_level": level, "runs": per_run, "half_width": half}

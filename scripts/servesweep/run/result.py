@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..contract import Plan
 from ..encode import canonical
+from ..figures import PER_GPU, per_gpu
 from ..files import write_if_changed
 from ..yamlio import schema_errors
 from . import bench, metrics
@@ -90,13 +91,10 @@ def figures(plan: Plan, export: dict, sc: Scrapes, outcomes: dict | None = None)
     if f["error_rate"] is None:
         why["error_rate"] = "no requests finished"
     gpus = plan.gpus_total
-    f["output_tps_per_gpu"] = f["output_tps"] / gpus if f["output_tps"] is not None and gpus else None
-    if f["output_tps_per_gpu"] is None:
-        why["output_tps_per_gpu"] = "no output throughput" if gpus else "plan uses no GPUs"
-    # the field's headline: active total (input + output) tokens per second per serving GPU
-    f["total_tps_per_gpu"] = f["total_tps"] / gpus if f["total_tps"] is not None and gpus else None
-    if f["total_tps_per_gpu"] is None:
-        why["total_tps_per_gpu"] = "no total throughput" if gpus else "plan uses no GPUs"
+    f |= per_gpu(f, gpus)  # total_tps_per_gpu: the field's headline (input + output tokens per GPU)
+    for name, base in PER_GPU.items():
+        if f[name] is None:
+            why[name] = f"no {base.replace('_tps', ' throughput')}" if gpus else "plan uses no GPUs"
     f["cache_read_share"] = _cache_share(plan, export, sc, why)
     f["requests_per_worker"] = _per_worker(sc, why)
     f["requests_per_frontend"] = _per_frontend(sc, why)
