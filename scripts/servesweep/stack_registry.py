@@ -1,4 +1,5 @@
-"""Which stack a server identity's next point joins: ``logs/stacks/<server>/current.json``.
+"""Which stack a server identity's next point joins: ``logs/stacks/<server>/current.json``, and the
+states a warm stack goes through (the one state machine: ``run/stackdir`` enforces it).
 
 Written and read by run (``run/curve``, ``run/held``, under ``run/stackdir``'s registry lock); read
 by render for one question only: is a held stack lingering for these servers, so that their points
@@ -8,12 +9,29 @@ should run on it rather than in a group job of their own (``render/shared_stacks
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 from .files import read_json_object
 
 CURRENT_FILE = "current.json"
-STATE_FILE = "state.json"  # in a stack's own dir: the keeper's state (run/stackdir)
+STATE_FILE = "state.json"  # in a stack's own dir: the keeper's state (run/stackdir publishes it)
+
+
+class State(StrEnum):
+    STARTING = "starting"
+    READY = "ready"
+    STOPPED = "stopped"  # torn down (or about to be) because no point needs it
+    DEAD = "dead"  # a process died, startup failed or the keeper was interrupted
+
+
+TRANSITIONS = {
+    None: {State.STARTING},
+    State.STARTING: {State.READY, State.DEAD},
+    State.READY: {State.STOPPED, State.DEAD},
+    State.STOPPED: set(),
+    State.DEAD: set(),
+}
 
 
 @dataclass(frozen=True)
@@ -50,4 +68,4 @@ def lingering_held(root: Path) -> bool:
     cur = read_current(root)
     if cur is None or not cur.job or cur.linger_s <= 0:
         return False
-    return read_json_object(cur.dir / STATE_FILE).get("state") == "ready"
+    return read_json_object(cur.dir / STATE_FILE).get("state") == State.READY

@@ -16,30 +16,13 @@ import fcntl
 import json
 import os
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 
 import psutil
 
 from ..files import read_json_object as read_json
 from ..files import write_if_changed
-from ..stack_registry import CURRENT_FILE, STATE_FILE, Current, read_current
-
-
-class State(StrEnum):
-    STARTING = "starting"
-    READY = "ready"
-    STOPPED = "stopped"  # torn down (or about to be) because no point needs it
-    DEAD = "dead"  # a process died, startup failed or the keeper was interrupted
-
-
-TRANSITIONS = {
-    None: {State.STARTING},
-    State.STARTING: {State.READY, State.DEAD},
-    State.READY: {State.STOPPED, State.DEAD},
-    State.STOPPED: set(),
-    State.DEAD: set(),
-}
+from ..stack_registry import CURRENT_FILE, STATE_FILE, TRANSITIONS, Current, State, read_current
 
 
 class ProtocolError(Exception):
