@@ -228,9 +228,7 @@ def gc_paused():
 def _load(root: Path, cluster: str, chosen: tuple, rehearsal: bool, scope, linger_s, dry_run: bool) -> RuleView:
     """``chosen``: (the recipes --config names, () -> the recipes the targets name)."""
     try:
-        sel = Selection(root, cluster, *chosen)
-        sel.scope = scope or sel.scope
-        sel.linger_override = linger_s
+        sel = Selection(root, cluster, *chosen, scope=scope, linger_s=linger_s)
         flow = Workflow(sel)
         flow.write_plans()
         if sel.preflight_problems:

@@ -43,8 +43,12 @@ class Point:
 class Selection:
     """Every recipe validated; the points selected for one cluster."""
 
-    def __init__(self, root: Path, cluster: str, only: list[str] | None = None, targeted=None):
-        """``targeted``: () -> the recipes the run's targets name, or None (asked only when a recipe is broken)."""
+    def __init__(
+        self, root: Path, cluster: str, only: list[str] | None = None, targeted=None, scope=None, linger_s=None
+    ):
+        """``targeted``: () -> the recipes the run's targets name, or None (asked only when a recipe is
+        broken); ``scope``: () -> (targets, forced) of this snakemake run, known only once the DAG is
+        being built; ``linger_s``: --config linger_s for every recipe."""
         self.root = Path(root)
         self._layouts: dict = {}
         self._curves: dict = {}  # (recipe, rehearsal) -> the curve fingerprint of its plans
@@ -57,8 +61,7 @@ class Selection:
         self._fingerprints: dict = {}  # (recipe, conc, rehearsal) -> the plan's fingerprint
         self._reuse: dict = {}  # recipe -> its points may share a warm stack
         self._memo_keys: dict = {}  # (recipe, rehearsal) -> its render memo key
-        # () -> (targets, forced) of this snakemake run; known only once the DAG is being built
-        self.scope = lambda: (frozenset(), False)
+        self.scope = scope or (lambda: (frozenset(), False))
         self.clusters = all_clusters(self.root / "profiles")
         if cluster not in self.clusters:
             known = ", ".join(sorted(self.clusters))
@@ -86,7 +89,7 @@ class Selection:
         self.searches = CapacitySearches(self)
         self._next_probe: dict[str, int | None] = {}  # recipe -> its capacity search's next probe
         self.stacks = SharedStacks(self)
-        self.linger_override: float | None = None  # --config linger_s
+        self.linger_override: float | None = linger_s
 
     def linger_s(self, recipe: str) -> float:
         """How long the recipe's stack stays up after its last point (stack.linger_s, --config linger_s)."""
