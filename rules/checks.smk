@@ -5,6 +5,9 @@
 # plan and its own settings: an edit of the request set or of an evals entry reruns only checks.
 
 
+CHECK_RESOURCES = plan_resources(check=True)
+
+
 rule smoke:
     input:
         plan=smoke_plan,
@@ -19,7 +22,7 @@ rule smoke:
     conda:
         SW_ENV
     resources:
-        **PLAN_RESOURCES,
+        **CHECK_RESOURCES,
         point_slots=1,
     shell:
         "servesweep run-smoke {input.plan:q} {input.requests:q} {output.smoke:q} 2>&1 | tee {log:q}"
@@ -39,7 +42,7 @@ rule eval:
     conda:
         SW_ENV
     resources:
-        **PLAN_RESOURCES,
+        **CHECK_RESOURCES,
         point_slots=1,
     shell:
         "servesweep run-eval {input.plan:q} {input.settings:q} {output.evaluation:q} 2>&1 | tee {log:q}"

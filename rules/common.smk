@@ -82,16 +82,17 @@ def point_conc(wildcards):
     return SELECTION.smoke_point(wildcards.recipe)
 
 
-def plan_resources():
-    """Slurm resources straight from the point's plan; none when nothing submits jobs
-    (each resource costs Snakemake ~0.3 ms per job and a column in every dry-run job).
+def plan_resources(check=False):
+    """Slurm resources straight from the point's plan (``check``: a check on the point's stack);
+    none when nothing submits jobs (each resource costs Snakemake ~0.3 ms per job and a column in
+    every dry-run job).
     """
     if not SELECTION.submits_jobs:
         return {}
 
     def pick(key):
         def get(wildcards):
-            res = SELECTION.resources(wildcards.recipe, point_conc(wildcards))
+            res = SELECTION.resources(wildcards.recipe, point_conc(wildcards), check)
             return slurm_resources(res)[key]
 
         return get

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 
@@ -17,7 +18,7 @@ from servesweep.contract import Plan
 from servesweep.report.accuracy import accuracy_section, drop_flag
 from servesweep.run import evals
 
-from helpers import ROOT, plan_of, servesweep
+from helpers import ROOT, copy_workflow, plan_of, servesweep, snakemake
 
 ENGINE_PYTHON = ROOT / ".venvs/engine/bin/python"
 
@@ -142,3 +143,24 @@ def test_the_summary_builds_the_accuracy_table_from_eval_files(tmp_path):
     text = out.read_text()
     assert "## Accuracy" in text and "| r " in text and "25.0 %" in text and "12.5 %" in text
     assert "bad.json: left out of the accuracy table" in r.stderr
+
+
+def test_on_slurm_an_eval_joins_its_stacks_group_job_without_widening_it(tmp_path):
+    """A check in a group job adds no nodes, memory or CPUs (a group sums its members' widths); the
+    group's first point carries the eval's time; the bill counts it. Dry run, no controller needed."""
+    name = "gemma4-hgx02-4x-tp2-sglang"
+    wf = copy_workflow(tmp_path / "wf", [name])
+    recipe = wf / f"recipes/{name}.yaml"
+    recipe.write_text(recipe.read_text() + "evals:\n  mmlu: {tasks: [abstract_algebra]}\n")
+    targets = [f"results/{name}/c96.json", f"results/{name}/c150.json", f"results/{name}/eval-mmlu.json"]
+    r = snakemake(wf, "-n", *targets, profile="profiles/slurm-hgx02", timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    jobs = {m.group(1): m.group(2) for m in re.finditer(r"output: (\S+)\n(?:.*\n)*?\s+resources: ([^\n]+)", r.stdout)}
+    assert set(jobs) == set(targets), r.stdout[-3000:]
+    res = {t: dict(kv.split("=", 1) for kv in jobs[t].split(", ")) for t in targets}
+    first, other, check = (res[t] for t in targets)
+    assert check["nodes"] == check["mem_mb"] == check["cpus_per_task"] == check["runtime"] == "0"
+    assert other["nodes"] == "0" and first["nodes"] == "1"
+    plan = json.loads((wf / f".plans/{name}/c96.json").read_text())["resources"]
+    assert int(first["runtime"]) == math.ceil((plan["startup_s"] + 2 * plan["point_s"] + 600) / 60)
+    assert "evals ≤ 600 s" in r.stderr

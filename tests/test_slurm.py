@@ -104,8 +104,8 @@ def batch(swf):
     """One submission for the layout, setup-step and container tests (issue #36: batched, their jobs
     run side by side on the rig's nodes); each test reads only its own results. The failing variants'
     recipes are gone again before any other test runs."""
-    variants = {**_setup_variants(swf), **_container_variants(swf)}
-    targets = [AGG, DISAGG, THREE_FE] + [f"results/{n}/c2.json" for n in variants]
+    variants = {**_setup_variants(swf), **_container_variants(swf), **_eval_variant(swf)}
+    targets = [AGG, DISAGG, THREE_FE, EVAL] + [f"results/{n}/c2.json" for n in variants]
     try:
         r = sm(swf, *targets, "--keep-going", timeout=600)
     finally:
@@ -569,6 +569,29 @@ def test_a_lingering_held_stack_is_attached_to_by_a_second_snakemake(swf):
 
 
 SETUP_VARIANTS = ("slurm-setup-ok", "slurm-setup-fails", "slurm-pin-wrong")
+
+
+EVAL = "results/slurm-agg-eval/eval-mmlu.json"
+
+
+def _eval_variant(swf) -> dict[str, str]:
+    """A recipe with an eval, on servers of its own (an engine argument): its point and its eval."""
+    base = (HERE / "recipes" / "slurm-agg-2x.yaml").read_text().replace("concurrency: [4, 8]", "concurrency: [2]")
+    text = base.replace("name: slurm-agg-2x", "name: slurm-agg-eval").replace("4096]", "4032]")
+    text += "evals:\n  mmlu: {tasks: [abstract_algebra], n_shots: 0}\n"
+    (swf / "recipes/slurm-agg-eval.yaml").write_text(text)
+    return {"slurm-agg-eval": text}
+
+
+def test_an_eval_joins_its_points_group_job_and_stack(swf, batch):
+    """The eval is one more turn in its stack's group job: one allocation, one engine start (its
+    resources add nothing to the group's width: tests/test_evals.py)."""
+    point = _built(swf, batch, "results/slurm-agg-eval/c2.json")
+    assert (swf / EVAL).exists(), batch.stdout[-3000:] + batch.stderr[-3000:]
+    evaluation = json.loads((swf / EVAL).read_text())
+    assert evaluation["total"] == 12 and evaluation["identity"]["stack"] == point["identity"]["stack"]["id"]
+    keeper = (stack_logs(swf, "results/slurm-agg-eval/c2.json") / "keeper-driver.log").read_text()
+    assert len(re.findall(r"\] starting \d+ processes", keeper)) == 1
 
 
 def _setup_variants(swf) -> dict[str, str]:

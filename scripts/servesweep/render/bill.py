@@ -3,7 +3,7 @@ server configuration: every recipe with the same servers) of the points this run
 GPU-hours its allocations will hold and how many allocations it requests.
 
 GPU-hours = GPUs x (startup per allocation + each point's time + the capacity searches' worst case
-of further probes + the linger). The startup is the last one measured for the recipe's stack when a
+of further probes + the declared evals + the linger). The startup is the last one measured for the recipe's stack when a
 result records it, else the job's bound (readiness timeout + margin); a point's time is the time
 its job asks for (warm-up, run, grace), an upper bound of what it spends."""
 
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..paths import result_file
+from .selection import CHECK_S
 
 
 @dataclass(frozen=True)
@@ -28,10 +29,12 @@ class StackBill:
     points_s: float
     probes_s: float
     linger_s: float
+    checks_s: float = 0.0  # the recipes' declared evals, at their jobs' bound each
 
     @property
     def gpu_h(self) -> float:
-        return self.gpus * (self.allocations * self.startup_s + self.points_s + self.probes_s + self.linger_s) / 3600
+        held_s = self.allocations * self.startup_s + self.points_s + self.probes_s + self.checks_s + self.linger_s
+        return self.gpus * held_s / 3600
 
 
 def measured_startup_s(root: Path, recipes: tuple[str, ...], concs: dict) -> float | None:
@@ -75,6 +78,7 @@ def stack_bills(sel) -> list[StackBill]:
                 points_s=sum(sel.plan_resources(m, c)["point_s"] for m, c in points),
                 probes_s=probes,
                 linger_s=sel.stacks.linger_s(r.name) if reuse else 0.0,
+                checks_s=CHECK_S * sum(len(sel.recipes[m].evals) for m in mates),
             )
         )
     return bills
@@ -83,12 +87,14 @@ def stack_bills(sel) -> list[StackBill]:
 def bill_lines(bills: list[StackBill]) -> list[str]:
     if not bills:
         return []
-    out = ["bill of this run (GPU-hours = GPUs x (startup per allocation + points + probes' worst case + linger)):"]
+    formula = "GPUs x (startup per allocation + points + probes' worst case + evals + linger)"
+    out = [f"bill of this run (GPU-hours = {formula}):"]
     for b in bills:
         startup = f"{b.startup_s:.0f} s {'measured' if b.startup_measured else 'bound'}"
         out.append(
             f"  {', '.join(b.recipes)}: {b.points} point(s), {b.allocations} allocation(s) of {b.gpus} GPU(s), "
-            f"startup {startup}, points {b.points_s:.0f} s, probes ≤ {b.probes_s:.0f} s, linger {b.linger_s:.0f} s"
+            f"startup {startup}, points {b.points_s:.0f} s, probes ≤ {b.probes_s:.0f} s, evals ≤ {b.checks_s:.0f} s, "
+            f"linger {b.linger_s:.0f} s"
             f" = {b.gpu_h:.2f} GPU-h"
         )
     total_h, allocations = sum(b.gpu_h for b in bills), sum(b.allocations for b in bills)

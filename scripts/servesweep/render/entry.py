@@ -35,7 +35,7 @@ class RuleView(Protocol):
     recipes: dict
     submits_jobs: bool  # points run as cluster jobs and need resources
 
-    def resources(self, recipe: str, conc: int) -> dict: ...
+    def resources(self, recipe: str, conc: int, check: bool = False) -> dict: ...
     def reuse(self, recipe: str) -> bool: ...
     def stack_group(self, recipe: str, conc: int, rehearsal: bool) -> str: ...
     def run_rank(self, recipe: str, rehearsal: bool) -> int: ...
@@ -66,7 +66,7 @@ class SubmittedPlans:
         self.searches = NoSearches()
         self.cluster_name = cluster
 
-    def resources(self, recipe: str, conc: int) -> dict:
+    def resources(self, recipe: str, conc: int, check: bool = False) -> dict:
         return batch_step_tasks(json.loads((self.root / plan_file(recipe, conc)).read_text())["resources"])
 
     def reuse(self, recipe: str) -> bool:

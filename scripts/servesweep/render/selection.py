@@ -28,6 +28,7 @@ from .shared_stacks import SharedStacks
 from .topology import PlacementError
 
 YAML_CACHE = ".snakemake/servesweep/recipes-parsed.json"
+CHECK_S = 600  # a check's time in a job's limit (an eval's questions are counted only in the job)
 
 
 @dataclass(frozen=True)
@@ -225,18 +226,25 @@ class Selection:
     def scenario_of(self, recipe: str) -> str:
         return f"scenario {self.recipes[recipe].doc['scenario']['name']}"
 
-    def resources(self, recipe: str, conc: int) -> dict:
-        """What the point's job asks the cluster for. The stale points of one server identity run
-        as one Slurm job (a group summing its members' resources): the first carries one startup
-        plus every stale point's time and the plan's nodes and memory; the others add nothing."""
+    def resources(self, recipe: str, conc: int, check: bool = False) -> dict:
+        """What the point's job (``check``: a check's on the point's stack) asks the cluster for. The
+        stale points of one server identity run as one Slurm job (a group summing the widths of its
+        members): the first carries one startup plus every stale point's and declared eval's time and
+        the plan's nodes and memory; the others, checks included, add nothing. A check with no stale
+        point beside it asks for the stack alone: one startup and its own time."""
         self._known(recipe, conc)
         res = batch_step_tasks(self._resources[(recipe, conc, False)])
         stale = self.stacks.stale_points(recipe) if self._reuse[recipe] else []
+        if check and stale:
+            return dict(res, nodes=0, mem_mb=0, cpus_per_task=0, runtime_min=0, tasks=0)
+        if check:
+            return dict(res, runtime_min=math.ceil((res["startup_s"] + CHECK_S) / 60))
         if (recipe, conc) not in stale:
             return res
         if (recipe, conc) != stale[0]:
             return dict(res, nodes=0, mem_mb=0, cpus_per_task=0, runtime_min=0, tasks=0)
-        total = res["startup_s"] + sum(self._resources[(r, c, False)]["point_s"] for r, c in stale)
+        evals = sum(len(self.recipes[m].evals) for m in self.stacks.mates(recipe))
+        total = res["startup_s"] + sum(self._resources[(r, c, False)]["point_s"] for r, c in stale) + evals * CHECK_S
         return dict(res, runtime_min=math.ceil(total / 60))
 
     def reuse(self, recipe: str) -> bool:

@@ -63,8 +63,8 @@ class Workflow:
     def submits_jobs(self) -> bool:
         return self.sel.submits_jobs
 
-    def resources(self, recipe: str, conc: int) -> dict:
-        return self.sel.resources(recipe, conc)
+    def resources(self, recipe: str, conc: int, check: bool = False) -> dict:
+        return self.sel.resources(recipe, conc, check)
 
     def reuse(self, recipe: str) -> bool:
         return self.sel.reuse(recipe)
