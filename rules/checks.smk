@@ -46,3 +46,52 @@ rule eval:
         point_slots=1,
     shell:
         "servesweep run-eval {input.plan:q} {input.settings:q} {output.evaluation:q} 2>&1 | tee {log:q}"
+
+
+if HELD:
+
+    localrules:
+        held_smoke,
+        held_eval,
+
+    ruleorder: held_smoke > smoke
+    ruleorder: held_eval > eval
+
+    # A check of a recipe whose stack is held (Slurm): a step of that stack's job, as its points are.
+    rule held_smoke:
+        input:
+            plan=smoke_plan,
+            requests=paths.SMOKE_REQUESTS,
+        output:
+            smoke=paths.SMOKE,
+        log:
+            paths.SMOKE_LOG,
+        wildcard_constraints:
+            recipe=held_recipe_pattern(),
+        priority: check_priority("smoke")
+        conda:
+            SW_ENV
+        params:
+            site=slurm_site,
+        shell:
+            "servesweep run-held-check smoke {input.plan:q} {input.requests:q} {output.smoke:q} {params.site:q}"
+            " 2>&1 | tee {log:q}"
+
+    rule held_eval:
+        input:
+            plan=smoke_plan,
+            settings=paths.EVAL_SETTINGS,
+        output:
+            evaluation=paths.EVAL,
+        log:
+            paths.EVAL_LOG,
+        wildcard_constraints:
+            recipe=held_recipe_pattern(),
+        priority: check_priority("eval-{benchmark}")
+        conda:
+            SW_ENV
+        params:
+            site=slurm_site,
+        shell:
+            "servesweep run-held-check eval {input.plan:q} {input.settings:q} {output.evaluation:q} {params.site:q}"
+            " 2>&1 | tee {log:q}"

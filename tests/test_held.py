@@ -82,7 +82,7 @@ def test_a_step_cut_by_the_jobs_end_counts_only_after_its_own_valid_result(tmp_p
     import time
 
     from servesweep.contract import Plan
-    from servesweep.run.held import _result_written
+    from servesweep.run.held import _written
     from servesweep.tools.samples import result_doc
 
     from helpers import plan_of
@@ -90,15 +90,15 @@ def test_a_step_cut_by_the_jobs_end_counts_only_after_its_own_valid_result(tmp_p
     plan = Plan.from_json(plan_of("local-agg-2x-mocker"))
     result = tmp_path / "c2.json"
     since = time.time()
-    assert not _result_written(plan, result, since)  # none written
+    assert not _written(plan, result, since, "result.schema.yaml")  # none written
     doc = result_doc("local-agg-2x-mocker", 2, 0.2, 1000.0)
     doc["identity"]["plan_fingerprint"] = plan.fingerprints["plan"]
     result.write_text(json.dumps(doc))
-    assert _result_written(plan, result, since)
+    assert _written(plan, result, since, "result.schema.yaml")
     os.utime(result, (since - 60, since - 60))
-    assert not _result_written(plan, result, since)  # an earlier run's
+    assert not _written(plan, result, since, "result.schema.yaml")  # an earlier run's
     doc["identity"]["plan_fingerprint"] = "another plan"
     result.write_text(json.dumps(doc))
-    assert not _result_written(plan, result, since)
+    assert not _written(plan, result, since, "result.schema.yaml")
     result.write_text("{half a result")
-    assert not _result_written(plan, result, since)
+    assert not _written(plan, result, since, "result.schema.yaml")

@@ -446,11 +446,12 @@ def _search_recipe(swf: Path, name: str, duration: int = 6, extra: str = "") -> 
 
 def test_a_capacity_search_holds_one_allocation_and_starts_its_engines_once(swf):
     """Each probe is decided after the previous one and is its own cached target, yet all of them run
-    on one held stack: one sbatch (the stack's own job), one engine start; the job ends with the search."""
-    recipe = _search_recipe(swf, "slurm-cap")
+    on one held stack: one sbatch (the stack's own job), one engine start; the job ends with the search.
+    The recipe's eval is a step of the same job, on the same stack."""
+    recipe = _search_recipe(swf, "slurm-cap", extra="\nevals:\n  mmlu: {tasks: [abstract_algebra], n_shots: 0}")
     since = time.time()
     try:
-        r = sm(swf, "results/slurm-cap/capacity.json", timeout=900)
+        r = sm(swf, "results/slurm-cap/capacity.json", "results/slurm-cap/eval-mmlu.json", timeout=900)
         # each probe cached; a linger asked now changes what the job would ask for, not what was measured
         again = sm(swf, "-n", "results/slurm-cap/capacity.json", "--config", "cluster=slurm-test", "linger_s=30")
     finally:
@@ -462,7 +463,8 @@ def test_a_capacity_search_holds_one_allocation_and_starts_its_engines_once(swf)
     assert len(probes) >= 5, sorted(probes)
     idents = [d["identity"] for d in probes.values()]
     assert len({i["job_id"] for i in idents}) == 1 and len({i["stack"]["id"] for i in idents}) == 1, idents
-    assert sorted(i["stack"]["position"] for i in idents) == list(range(1, len(probes) + 1))
+    evaluation = json.loads((swf / "results/slurm-cap/eval-mmlu.json").read_text())
+    assert evaluation["identity"]["stack"] == idents[0]["stack"]["id"] and evaluation["total"] == 12
     assert out.count("stack: submitted held stack") == 1, out[-4000:]  # one allocation holding GPUs
     assert "has been submitted with SLURM jobid" not in out  # no group job per probe
     keeper = stack_logs(swf, cap["probes"][0]["result"]) / "keeper-driver.log"

@@ -82,13 +82,19 @@ def cmd_run_point(a) -> int:
 def cmd_run_smoke(a) -> int:
     from .run.smoke import run_smoke
 
-    return run_smoke(Path(a.plan), Path(a.requests), Path(a.out))
+    return run_smoke(Path(a.plan), Path(a.requests), Path(a.out), Path(a.join) if a.join else None)
 
 
 def cmd_run_eval(a) -> int:
     from .run.evals import run_eval
 
-    return run_eval(Path(a.plan), Path(a.settings), Path(a.out))
+    return run_eval(Path(a.plan), Path(a.settings), Path(a.out), Path(a.join) if a.join else None)
+
+
+def cmd_run_held_check(a) -> int:
+    from .run.held import run_held_check
+
+    return run_held_check(a.check, Path(a.plan), Path(a.inputs), Path(a.out), a.partition or None, a.account or None)
 
 
 def cmd_run_held_point(a) -> int:
@@ -148,11 +154,13 @@ def _add_run_parsers(sub) -> None:
     m.add_argument("plan", help="a point's plan of the recipe: the stack the smoke runs on")
     m.add_argument("requests", help="the request set (scripts/servesweep/checks/smoke-requests.yaml)")
     m.add_argument("out", help="the smoke file to write (paths.SMOKE)")
+    m.add_argument("--join", help="(internal) the held stack it joins, as a step of its job")
     m.set_defaults(func=cmd_run_smoke)
     e = sub.add_parser("run-eval", help="run one of a recipe's accuracy benchmarks on its stack (aiperf)")
     e.add_argument("plan", help="a point's plan of the recipe: the stack the eval runs on")
     e.add_argument("settings", help="the recipe's evals entry, as render wrote it (paths.EVAL_SETTINGS)")
     e.add_argument("out", help="the eval file to write (paths.EVAL)")
+    e.add_argument("--join", help="(internal) the held stack it joins, as a step of its job")
     e.set_defaults(func=cmd_run_eval)
     h = sub.add_parser("run-held-point", help="run one point on its server identity's held stack (Slurm)")
     h.add_argument("plan")
@@ -160,6 +168,14 @@ def _add_run_parsers(sub) -> None:
     h.add_argument("--partition", default="")
     h.add_argument("--account", default="")
     h.set_defaults(func=cmd_run_held_point)
+    hc = sub.add_parser("run-held-check", help="run a check (smoke, eval) on its recipe's held stack (Slurm)")
+    hc.add_argument("check", choices=["smoke", "eval"])
+    hc.add_argument("plan")
+    hc.add_argument("inputs", help="the request set (smoke) or the eval's settings file")
+    hc.add_argument("out")
+    hc.add_argument("--partition", default="")
+    hc.add_argument("--account", default="")
+    hc.set_defaults(func=cmd_run_held_check)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,7 +28,7 @@ from ..paths import (
     source_file,
 )
 from . import why
-from .selection import Point, Selection
+from .selection import CHECK_S, Point, Selection
 
 
 class Workflow:
@@ -228,8 +228,8 @@ class Workflow:
         points = [(m, c) for m in mates for c in sorted(self._will_run.get((m, rehearsal), ()))]
         searching = not rehearsal and any(self._searching.get(m, False) for m in mates)
         server, linger = stacks.server(recipe, rehearsal), stacks.linger_s(recipe, rehearsal)
-        held_s = stacks.points_s(recipe, points) if not rehearsal and stacks.held(recipe) else 0
         checks = sum(len(self._checks.get(m, ())) for m in mates)
+        held_s = stacks.points_s(recipe, points) + checks * CHECK_S if not rehearsal and stacks.held(recipe) else 0
         doc = curve_doc(len(points) + checks, searching, linger, held_s)
         write_if_changed(self.sel.root / curve_file(server, rehearsal), canonical(doc))
 

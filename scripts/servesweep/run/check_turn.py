@@ -20,8 +20,11 @@ from .driver_io import Interrupted, Say, now, private_plan, raise_interrupt
 Measure = Callable[[Plan, object, Path, Say], dict]
 
 
-def take_turn(plan_path: Path, out_path: Path, check: str, schema_file: str, measure: Measure) -> int:
-    """Exit status: 0 written, 1 failed (said in the check's driver.log), 2 unusable plan, 128+N signal."""
+def take_turn(
+    plan_path: Path, out_path: Path, check: str, schema_file: str, measure: Measure, join: Path | None = None
+) -> int:
+    """Exit status: 0 written, 1 failed (said in the check's driver.log), 2 unusable plan, 128+N signal.
+    ``join``: the held stack it runs on, as a step of that stack's Slurm job (run/held)."""
     plan = private_plan(plan_path)
     if plan is None:
         return 2
@@ -30,7 +33,7 @@ def take_turn(plan_path: Path, out_path: Path, check: str, schema_file: str, mea
     run_dir.mkdir(parents=True)
     say = Say(f"{plan.recipe} {check}", run_dir / "driver.log")
     old = {s: signal.signal(s, raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    stack = open_stack(plan, Path(plan_path), Path(out_path).resolve(), run_dir, say)
+    stack = open_stack(plan, Path(plan_path), Path(out_path).resolve(), run_dir, say, join)
     try:
         stack.attach()
         doc = measure(plan, stack, run_dir, say)

@@ -112,7 +112,7 @@ def _run_aiperf(plan: Plan, stack, argv: list[str], run_dir: Path, say) -> int:
         say(f"eval: aiperf exited {aiperf.poll()}; log {run_dir / 'aiperf.log'}")
 
 
-def run_eval(plan_path: Path, settings_path: Path, out_path: Path) -> int:
+def run_eval(plan_path: Path, settings_path: Path, out_path: Path, join: Path | None = None) -> int:
     try:
         settings = read_settings(settings_path)
     except ValueError as e:
@@ -144,4 +144,4 @@ def run_eval(plan_path: Path, settings_path: Path, out_path: Path) -> int:
         figures = {"score": score, "stderr": stderr_of(overall["correct"], questions)} | counts
         return {"schema": SCHEMA, "identity": ident, "eval": keep, **figures, "tasks": tasks}
 
-    return check_turn.take_turn(plan_path, out_path, f"eval-{settings['benchmark']}", "eval.schema.yaml", measure)
+    return check_turn.take_turn(plan_path, out_path, f"eval-{settings['benchmark']}", "eval.schema.yaml", measure, join)

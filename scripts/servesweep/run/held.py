@@ -1,4 +1,4 @@
-"""run-held-point: a point on a held stack, from the main snakemake's host.
+"""run-held-point (and run-held-check): a point (a check) on a held stack, from the main snakemake's host.
 
 A Slurm group job ends before Snakemake re-evaluates a checkpoint, so a capacity search would start
 its engines once per probe. Here the stack is a Slurm job of its own (``sbatch``: the stack keeper as
@@ -144,7 +144,7 @@ def held_decision(cur: Current | None, server: str, status_state, job_now: Job |
 class HeldStack:
     """Find or submit the held stack of the plan's server identity; run a point as a step of its job."""
 
-    def __init__(self, plan: Plan, plan_path: Path, result_path: Path, request: HoldRequest, say):
+    def __init__(self, plan: Plan, plan_path: Path, result_path: Path, request: HoldRequest, say=print):
         self.plan, self.plan_path, self.result_path, self.request, self.say = (
             plan, plan_path, result_path, request, say,
         )  # fmt: skip
@@ -222,9 +222,31 @@ def run_held_point(plan_path: Path, result_path: Path, partition: str | None, ac
     plan = private_plan(plan_path)
     if plan is None:
         return 2
-    request = HoldRequest.of(plan, curve_state(plan), partition, account)
-    say = Say(f"{plan.recipe} c{plan.concurrency}", Path(os.devnull))
-    held = HeldStack(plan, Path(plan_path).resolve(), Path(result_path).resolve(), request, say)
+    driver = ["run-point", str(plan_path), str(result_path)]
+    held = HeldStack(plan, Path(plan_path).resolve(), Path(result_path).resolve(), _request(plan, partition, account))
+    return _run_as_step(held, driver, f"c{plan.concurrency}", "result.schema.yaml", record=True)
+
+
+def run_held_check(check: str, plan_path: Path, inputs: Path, out_path: Path, partition, account) -> int:
+    """A check (``smoke``, ``eval``) of a recipe whose stack is held: a step of that stack's job, like
+    its points (no allocation or engine start of its own)."""
+    plan = private_plan(plan_path)
+    if plan is None:
+        return 2
+    driver = [f"run-{check}", str(plan_path), str(inputs), str(out_path)]
+    held = HeldStack(plan, Path(plan_path).resolve(), Path(out_path).resolve(), _request(plan, partition, account))
+    return _run_as_step(held, driver, Path(out_path).stem, f"{check}.schema.yaml", record=False)
+
+
+def _request(plan: Plan, partition: str | None, account: str | None) -> HoldRequest:
+    return HoldRequest.of(plan, curve_state(plan), partition, account)
+
+
+def _run_as_step(held: HeldStack, driver: list[str], name: str, schema: str, record: bool) -> int:
+    """Find or submit the held stack, run ``servesweep <driver> --join`` as a step of its job; its
+    exit status. ``record``: a point's failure.json says why the stack ended it."""
+    plan, out_path = held.plan, held.result_path
+    held.say = say = Say(f"{plan.recipe} {name}", Path(os.devnull))
     step: subprocess.Popen | None = None
 
     def stop_step(signum, _frame):
@@ -240,14 +262,14 @@ def run_held_point(plan_path: Path, result_path: Path, partition: str | None, ac
     try:
         cur = held.find_or_submit()
         j = held.wait_running(cur)
-        say(f"stack: point runs as a step of Slurm job {cur.job} on {j.host}")
-        argv = _step_argv(cur, j.host, plan_path, result_path, plan.concurrency)
+        say(f"stack: {name} runs as a step of Slurm job {cur.job} on {j.host}")
         started = time.time()
-        step = subprocess.Popen(argv, start_new_session=True)  # a Ctrl-C reaches it through stop_step
+        step = subprocess.Popen(_step_argv(cur, j.host, driver, name), start_new_session=True)  # Ctrl-C: stop_step
         rc = step.wait()
     except (HeldFailed, AllocationError) as e:
         say(f"FAILED: {e}")
-        _add_failure(plan, str(e), fresh=step is None)
+        if record:
+            _add_failure(plan, str(e), fresh=step is None)
         return 1
     finally:
         for s, h in old.items():
@@ -255,33 +277,33 @@ def run_held_point(plan_path: Path, result_path: Path, partition: str | None, ac
     if rc != 0:
         after = _job_or_none(cur.job)
         if after is not None and not after.live:
-            if _result_written(plan, Path(result_path), started):
-                say(f"stack: Slurm job {cur.job} ended ({after.state}) as this point's step exited, after its result")
+            if _written(plan, out_path, started, schema):
+                say(f"stack: Slurm job {cur.job} ended ({after.state}) as this step exited, after its file was written")
                 return 0
-            why = f"the held stack's Slurm job {cur.job} ended ({after.state}) while this point ran"
+            why = f"the held stack's Slurm job {cur.job} ended ({after.state}) while this {name} ran"
             say(f"FAILED: {why}")
-            _add_failure(plan, why)
+            if record:
+                _add_failure(plan, why)
     return rc
 
 
-def _result_written(plan: Plan, result_path: Path, since: float) -> bool:
-    """Whether this step's driver wrote the point's result (it does so last, atomically, and only for
-    a valid run): the stack's keeper may end the job once the last expected point has reported, and
-    Slurm then cancels that point's step while its driver exits."""
+def _written(plan: Plan, path: Path, since: float, schema: str) -> bool:
+    """Whether this step's driver wrote its file (it does so last, atomically, and only for a valid
+    run): the stack's keeper may end the job once the last expected turn has reported, and Slurm then
+    cancels that step while its driver exits."""
     try:
-        if result_path.stat().st_mtime < since:
+        if path.stat().st_mtime < since:
             return False
     except OSError:
         return False
-    doc, _ = checked_json(result_path, "result.schema.yaml")
+    doc, _ = checked_json(path, schema)
     return isinstance(doc, dict) and doc["identity"]["plan_fingerprint"] == plan.fingerprints["plan"]
 
 
-def _step_argv(cur: Current, host: str, plan_path: Path, result_path: Path, conc: int) -> list[str]:
+def _step_argv(cur: Current, host: str, driver: list[str], name: str) -> list[str]:
     step = ["srun", f"--jobid={cur.job}", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={host}"]
-    step += ["--kill-on-bad-exit=1", f"--job-name=servesweep-point-c{conc}", "--export=ALL"]
-    driver = [sys.executable, "-m", "servesweep", "run-point", str(plan_path), str(result_path)]
-    return [*step, *driver, "--join", str(cur.dir)]
+    step += ["--kill-on-bad-exit=1", f"--job-name=servesweep-{name}", "--export=ALL"]
+    return [*step, sys.executable, "-m", "servesweep", *driver, "--join", str(cur.dir)]
 
 
 def _job_or_none(job_id: str) -> Job | None:

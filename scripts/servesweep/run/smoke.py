@@ -117,7 +117,7 @@ def _fields(content, reasoning, calls, finish, doc) -> dict:
     return {"content": content, "reasoning": reasoning, "tool_calls": calls, "finish_reason": finish, "usage": kept}
 
 
-def run_smoke(plan_path: Path, requests_path: Path, out_path: Path) -> int:
+def run_smoke(plan_path: Path, requests_path: Path, out_path: Path, join: Path | None = None) -> int:
     request_set, problems = load_yaml(requests_path)
     if problems:
         print(f"servesweep: {problems[0]}")
@@ -132,4 +132,4 @@ def run_smoke(plan_path: Path, requests_path: Path, out_path: Path) -> int:
         ident = check_turn.identity(plan, stack) | {"request_set": digest(Path(requests_path).read_text())}
         return {"schema": SCHEMA, "identity": ident, "rows": rows}
 
-    return check_turn.take_turn(plan_path, out_path, "smoke", "smoke.schema.yaml", measure)
+    return check_turn.take_turn(plan_path, out_path, "smoke", "smoke.schema.yaml", measure, join)
