@@ -52,6 +52,7 @@ SELECTION = load_or_exit(
     linger_override(config),
     smk.dry_run(workflow),
     smk.target_recipes,  # a broken recipe no target names is listed, never a stop
+    config_flag("canary") if "canary" in config else True,
 )
 # On a cluster, the recipes whose stack is held (a Slurm job of its own): a capacity search or a
 # linger keeps it; their points run from here as steps of that job (rules/points.smk).

@@ -36,6 +36,20 @@ def test_a_point_joins_the_held_stack_or_starts_one(cur, state, job, expected):
 
 
 @pytest.mark.parametrize(
+    "job,canary,expected",
+    [
+        (Job("42", "FAILED", "", None), "host:1", "fail"),  # died in this run, its job gone: the canary spoke
+        (RUNNING, "host:1", "fail"),
+        (Job("42", "FAILED", "", None), "host:2", "start"),  # an earlier run's dead stack: this run tries anew
+        (Job("42", "FAILED", "", None), None, "start"),  # --config canary=0: each point tries
+    ],
+)
+def test_a_stack_that_died_in_this_run_ends_its_configurations_other_points(job, canary, expected):
+    assert held_decision(CUR, "abcd", State.DEAD, job, need_s=120, canary=canary) == expected
+    assert held_decision(CUR, "abcd", State.READY, RUNNING, need_s=120, canary=canary) == "join"
+
+
+@pytest.mark.parametrize(
     "text,seconds",
     [("1-02:03:04", 93784), ("02:03:04", 7384), ("03:04", 184), ("UNLIMITED", None), ("INVALID", None)],
 )

@@ -508,6 +508,35 @@ def _held_job(swf: Path, recipe: str) -> str:
     return line.split("Slurm job ")[1].split()[0]
 
 
+def test_a_held_stack_that_cannot_start_costs_one_allocation_and_the_rest_go_on(swf):
+    """Two recipes on held stacks (a linger keeps them), one whose setup step fails: its configuration
+    takes one allocation, its other points are skipped with the reason (the canary), and the other
+    recipe's points are measured in one allocation of their own."""
+    (swf / "setup").mkdir(exist_ok=True)
+    (swf / "setup/broken.sh").write_text("echo cannot set up\nexit 3\n")
+    base = (HERE / "recipes" / "slurm-agg-2x.yaml").read_text().replace("concurrency: [4, 8]", "concurrency: [2, 3]")
+    base = base.replace("duration_s: 6", "duration_s: 4") + "stack: {linger_s: 1}\n"
+    recipes = {"slurm-canary-bad": base + "setup: {post_install: setup/broken.sh}\n", "slurm-canary-good": base}
+    for name, text in recipes.items():
+        (swf / "recipes" / f"{name}.yaml").write_text(text.replace("name: slurm-agg-2x", f"name: {name}"))
+    targets = [f"results/{n}/c{c}.json" for n in recipes for c in (2, 3)]
+    since = time.time()
+    try:
+        r = sm(swf, *targets, "--keep-going", "--config", "cluster=slurm-test", "recipes=" + ",".join(recipes))
+    finally:
+        for name in recipes:
+            (swf / "recipes" / f"{name}.yaml").unlink()
+    out = r.stdout + r.stderr
+    assert r.returncode != 0 and out.count("stack: submitted held stack") == 2, out[-4000:]  # one per configuration
+    good = [json.loads((swf / t).read_text())["identity"] for t in targets[2:]]
+    assert len({i["job_id"] for i in good}) == 1 and len({i["stack"]["id"] for i in good}) == 1
+    assert not any((swf / t).exists() for t in targets[:2])
+    reasons = [json.loads((swf / f"logs/slurm-canary-bad/c{c}/failure.json").read_text())["reason"] for c in (2, 3)]
+    assert any("setup" in why or "exit 3" in why or "died" in why for why in reasons), reasons
+    assert any("skipped: the held stack" in why and "the canary" in why for why in reasons), reasons
+    assert_no_strays(since, swf, timeout=60)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
 def test_a_killed_or_interrupted_snakemake_releases_its_held_stack(swf, sig):
     """SIGKILL: the keeper sees the heartbeat stop (15 s here) and ends the job, failing the running

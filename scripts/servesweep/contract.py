@@ -56,10 +56,11 @@ class CurveHint(NamedTuple):
     searching: bool  # a capacity search may still ask for more probes
     linger_s: float  # how long the stack stays up after its last point (a follow-up run attaches)
     points_s: float  # the expected points' time and the searches' worst case beyond them (a held job's size)
+    canary: bool = True  # a stack that died in this run ends its server configuration's other points
 
 
-def curve_doc(expected: int, searching: bool, linger_s: float = 0, points_s: float = 0) -> dict:
-    return {"expected": expected, "searching": searching, "linger_s": linger_s, "points_s": points_s}
+def curve_doc(expected: int, searching: bool, linger_s: float = 0, points_s: float = 0, canary: bool = True) -> dict:
+    return {"expected": expected, "searching": searching, "linger_s": linger_s, "points_s": points_s, "canary": canary}
 
 
 def read_curve(path: Path) -> CurveHint:
@@ -69,8 +70,9 @@ def read_curve(path: Path) -> CurveHint:
     if not doc:
         return CurveHint(1, False, 0.0, 0.0)
     return CurveHint(
-        max(doc["expected"], 1), doc["searching"], float(doc.get("linger_s", 0)), float(doc.get("points_s", 0))
-    )
+        max(doc["expected"], 1), doc["searching"], float(doc.get("linger_s", 0)), float(doc.get("points_s", 0)),
+        bool(doc.get("canary", True)),
+    )  # fmt: skip
 
 
 def curve_file(server: str, rehearsal: bool) -> str:

@@ -118,6 +118,7 @@ CONFIG_KEYS = {
     "partial": "1: summarise the results that exist",
     "baseline": "a results directory to compare with",
     "linger_s": "seconds every stack of this run stays up after its last point (a follow-up run attaches)",
+    "canary": "0: on Slurm, a held stack that died does not end its server configuration's other points",
 }
 
 
@@ -141,7 +142,7 @@ def _say_parsers(sel, listed: int = 5) -> None:
         print(f"servesweep: engine arguments of {what} not parser-checked: {reason}", file=sys.stderr)
 
 
-BOOLEAN_CONFIG = ("rehearsal", "stack_reuse", "partial")
+BOOLEAN_CONFIG = ("rehearsal", "stack_reuse", "partial", "canary")
 
 
 def _typed_config_problems(config: dict) -> list[Problem]:
@@ -200,6 +201,7 @@ def load_or_exit(
     linger_s: float | None = None,
     dry_run: bool = False,
     targeted=None,
+    canary: bool = True,
 ) -> RuleView:
     """For the Snakefile: validate, write the plans; a clean report and exit 2 instead of a traceback.
     In a job's nested snakemake, only read what the main process wrote. The caller makes its process's
@@ -209,7 +211,7 @@ def load_or_exit(
     if not main_process:
         return SubmittedPlans(root, cluster)
     with gc_paused():
-        return _load(root, cluster, (only, targeted), rehearsal, scope, linger_s, dry_run)
+        return _load(root, cluster, (only, targeted), rehearsal, scope, (linger_s, canary), dry_run)
 
 
 @contextlib.contextmanager
@@ -225,11 +227,12 @@ def gc_paused():
             gc.enable()
 
 
-def _load(root: Path, cluster: str, chosen: tuple, rehearsal: bool, scope, linger_s, dry_run: bool) -> RuleView:
-    """``chosen``: (the recipes --config names, () -> the recipes the targets name)."""
+def _load(root: Path, cluster: str, chosen: tuple, rehearsal: bool, scope, stacks: tuple, dry_run: bool) -> RuleView:
+    """``chosen``: (the recipes --config names, () -> the recipes the targets name); ``stacks``:
+    (--config linger_s, --config canary)."""
     try:
-        sel = Selection(root, cluster, *chosen, scope=scope, linger_s=linger_s)
-        flow = Workflow(sel)
+        sel = Selection(root, cluster, *chosen, scope=scope, linger_s=stacks[0])
+        flow = Workflow(sel, canary=stacks[1])
         flow.write_plans()
         if sel.preflight_problems:
             raise InputError(sel.preflight_problems)

@@ -34,8 +34,9 @@ from .selection import CHECK_S, Point, Selection
 class Workflow:
     """The main process's answers to the rules (:class:`render.entry.RuleView`) and its writes."""
 
-    def __init__(self, selection: Selection):
+    def __init__(self, selection: Selection, canary: bool = True):
         self.sel = selection
+        self.canary = canary  # --config canary: a held stack that died ends its configuration's other points
         self._will_run: dict = {}  # (recipe, rehearsal) -> points snakemake will run
         self._checks: dict[str, set[str]] = {}  # recipe -> the checks snakemake will run on its stack (a turn each)
         self._searching: dict[str, bool] = {}  # recipe -> the search, part of this run, wants more probes
@@ -230,7 +231,7 @@ class Workflow:
         server, linger = stacks.server(recipe, rehearsal), stacks.linger_s(recipe, rehearsal)
         checks = sum(len(self._checks.get(m, ())) for m in mates)
         held_s = stacks.points_s(recipe, points) + checks * CHECK_S if not rehearsal and stacks.held(recipe) else 0
-        doc = curve_doc(len(points) + checks, searching, linger, held_s)
+        doc = curve_doc(len(points) + checks, searching, linger, held_s, self.canary)
         write_if_changed(self.sel.root / curve_file(server, rehearsal), canonical(doc))
 
     def write_selection(self) -> str:

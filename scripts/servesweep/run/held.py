@@ -127,9 +127,15 @@ def _seconds(text: str) -> float | None:
     return (int(days or 0) * 24 + parts[0]) * 3600 + parts[1] * 60 + parts[2]
 
 
-def held_decision(cur: Current | None, server: str, status_state, job_now: Job | None, need_s: float) -> str:
+def held_decision(
+    cur: Current | None, server: str, status_state, job_now: Job | None, need_s: float, canary: str | None = None
+) -> str:
     """``join`` the recorded held stack or ``start`` a new one (pure: unit-tested). A stack that died
-    while its job is still live is not restarted by each point: ``fail``."""
+    while its job is still live is not restarted by each point: ``fail``; nor one that died in this
+    run (``canary``: this run's invocation), its job ended or not: its first point was the canary."""
+    died_here = canary is not None and cur is not None and cur.invocation == canary and cur.server == server
+    if died_here and cur.job and status_state is State.DEAD:
+        return "fail"
     if cur is None or not cur.job or cur.server != server or job_now is None or not job_now.live:
         return "start"
     if status_state is State.DEAD:
@@ -160,9 +166,10 @@ class HeldStack:
             status = StackDir(cur.dir).status() if cur else None
             now_job = job(cur.job) if cur and cur.job else None
             need = self.plan.resources["point_s"] + 60
-            what = held_decision(cur, self.plan.fingerprints["server"], status and status.state, now_job, need)
+            canary = self.invocation if curve_state(self.plan).canary else None
+            what = held_decision(cur, self.plan.fingerprints["server"], status and status.state, now_job, need, canary)
             if what == "fail":
-                raise HeldFailed(f"the held stack {cur.id} (Slurm job {cur.job}) died: {status.message}")
+                raise HeldFailed(_skipped(cur, status.message))
             if what == "join":
                 self.say(f"stack: joining held stack {cur.id} (Slurm job {cur.job}, {now_job.state})")
                 if cur.invocation != self.invocation:  # a follow-up run on a lingering stack
@@ -213,6 +220,29 @@ class HeldStack:
                 raise HeldFailed("the snakemake that wanted this point is gone")
             time.sleep(POLL_S)
 
+    def wait_canary(self, cur: Current) -> None:
+        """A turn that joined a stack of this run still starting waits for its verdict (the first
+        point is the canary): a stack that dies skips it, with the reason."""
+        if self.submitted or not curve_state(self.plan).canary:
+            return
+        sdir, main = StackDir(cur.dir), snakemake_ancestor()
+        while True:
+            status = sdir.status()
+            if status.state is State.DEAD:
+                raise HeldFailed(_skipped(cur, status.message))
+            if status.state in (State.READY, State.STOPPED) or not job(cur.job).live:
+                return  # ready, or its end is the step's to report
+            if main and not alive(main):
+                raise HeldFailed("the snakemake that wanted this point is gone")
+            time.sleep(POLL_S)
+
+
+def _skipped(cur: Current, message: str | None) -> str:
+    return (
+        f"skipped: the held stack {cur.id} of these servers (Slurm job {cur.job}) died in this run: "
+        f"{message or 'no reason recorded'} (the canary; --config canary=0 lets each point try)"
+    )
+
 
 class HeldFailed(Exception):
     pass
@@ -262,6 +292,7 @@ def _run_as_step(held: HeldStack, driver: list[str], name: str, schema: str, rec
     try:
         cur = held.find_or_submit()
         j = held.wait_running(cur)
+        held.wait_canary(cur)
         say(f"stack: {name} runs as a step of Slurm job {cur.job} on {j.host}")
         started = time.time()
         step = subprocess.Popen(_step_argv(cur, j.host, driver, name), start_new_session=True)  # Ctrl-C: stop_step
