@@ -213,12 +213,21 @@ class HeldStack:
             if j.state == "RUNNING" and j.host:
                 return j
             if not j.live:
-                raise HeldFailed(f"the held stack's Slurm job {cur.job} ended ({j.state}) before this point ran")
+                raise HeldFailed(self._ended(cur, j))
             if main and not alive(main):
                 if self.submitted and j.state == "PENDING":
                     subprocess.run(["scancel", cur.job], capture_output=True, timeout=60)
                 raise HeldFailed("the snakemake that wanted this point is gone")
             time.sleep(POLL_S)
+
+    def _ended(self, cur: Current, j: Job) -> str:
+        """Why the stack's job ended before this turn ran: its stack's own words where it died."""
+        status = StackDir(cur.dir).status()
+        if status.state is not State.DEAD:
+            return f"the held stack's Slurm job {cur.job} ended ({j.state}) before this point ran"
+        if not self.submitted and curve_state(self.plan).canary and cur.invocation == self.invocation:
+            return _skipped(cur, status.message)
+        return f"the held stack {cur.id} (Slurm job {cur.job}, {j.state}) died: {status.message}"
 
     def wait_canary(self, cur: Current) -> None:
         """A turn that joined a stack of this run still starting waits for its verdict (the first
@@ -312,6 +321,8 @@ def _run_as_step(held: HeldStack, driver: list[str], name: str, schema: str, rec
                 say(f"stack: Slurm job {cur.job} ended ({after.state}) as this step exited, after its file was written")
                 return 0
             why = f"the held stack's Slurm job {cur.job} ended ({after.state}) while this {name} ran"
+            status = StackDir(cur.dir).status()
+            why += f": its stack died: {status.message}" if status.state is State.DEAD and status.message else ""
             say(f"FAILED: {why}")
             if record:
                 _add_failure(plan, why)
