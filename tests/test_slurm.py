@@ -540,6 +540,29 @@ def test_a_held_stack_that_cannot_start_costs_one_allocation_and_the_rest_go_on(
     assert_no_strays(since, swf, timeout=60)
 
 
+def test_a_requeued_allocation_runs_again_and_keeps_the_first_attempt(swf):
+    """An infrastructure failure (here `scontrol requeue`, as for a node failure or a preemption) is
+    retried by Slurm; the point is measured in the second run of its job and the interrupted first
+    attempt's logs are kept beside it."""
+    base = (HERE / "recipes" / "slurm-agg-2x.yaml").read_text().replace("concurrency: [4, 8]", "concurrency: [2]")
+    recipe = swf / "recipes/slurm-requeue.yaml"
+    recipe.write_text(base.replace("name: slurm-agg-2x", "name: slurm-requeue").replace("4096]", "4064]"))
+    since = time.time()
+    try:
+        proc = _run_until_bench(swf, "results/slurm-requeue/c2.json", "--config", "cluster=slurm-test")
+        (job_id,) = _our_jobs(swf, "R")
+        subprocess.run(["scontrol", "requeue", job_id], check=True, capture_output=True)
+        out = _finish(proc)
+    finally:
+        recipe.unlink()
+    assert proc.returncode == 0, out[-4000:]
+    doc = json.loads((swf / "results/slurm-requeue/c2.json").read_text())
+    assert doc["identity"]["job_id"] == job_id  # the same job, run again
+    first = swf / "logs/slurm-requeue/c2.attempt-1"
+    assert first.is_dir() and "bench: aiperf" in (first / "driver.log").read_text()
+    assert_no_strays(since, swf, timeout=60)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
 def test_a_killed_or_interrupted_snakemake_releases_its_held_stack(swf, sig):
     """SIGKILL: the keeper sees the heartbeat stop (15 s here) and ends the job, failing the running
