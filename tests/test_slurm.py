@@ -537,6 +537,8 @@ def test_a_held_stack_that_cannot_start_costs_one_allocation_and_the_rest_go_on(
     reasons = [json.loads((swf / f"logs/slurm-canary-bad/c{c}/failure.json").read_text())["reason"] for c in (2, 3)]
     assert all("setup failed: setup/broken.sh" in why for why in reasons), reasons  # the stack's own words
     assert sum("skipped: the held stack" in why and "(the canary" in why for why in reasons) == 1, reasons
+    bill = json.loads((swf / ".plans/bill-slurm-test.json").read_text())  # as the jobs started
+    assert sorted(r for stack in bill["stacks"] for r in stack["recipes"]) == sorted(recipes) and bill["gpu_h"] > 0
     assert_no_strays(since, swf, timeout=60)
 
 

@@ -182,6 +182,25 @@ def test_a_lingering_stack_counts_its_linger_after_the_last_point(fixture_run):
     assert cells[7:9] == ["0.050", "0.150"], cells
 
 
+def test_the_last_runs_bill_is_set_against_what_its_stacks_spent(fixture_run):
+    """The bill written as a Slurm run's jobs started (render/bill) beside the spend of the stacks
+    started since (the shared one, not the earlier ones), by the same accounting (0.100 GPU-h above)."""
+    root, paths, sel = fixture_run
+    _on_one_stack({("fast", 4): (1, "05:00", "06:00", False), ("fast", 16): (2, "06:30", "07:30", None)})
+    doc = json.loads(sel.read_text())
+    sel.write_text(json.dumps(doc | {"cluster": "slurm-x"}))
+    bill = Path(".plans/bill-slurm-x.json")
+    bill.write_text(json.dumps({"time": "2026-12-01T00:04:00+00:00", "stacks": [], "gpu_h": 0.2}))
+    build_summary(paths, sel, Path("results/summary.md"))
+    section = Path("results/summary.md").read_text().split("## Bill against spend")[1].split("##")[0]
+    assert (
+        "billed 0.200 GPU-h" in section and "the 1 stack(s) it started spent 0.100 GPU-h (50% of the bill)" in section
+    )
+    bill.write_text("{not a bill")
+    build_summary(paths, sel, Path("results/summary.md"))
+    assert "## Bill against spend" not in Path("results/summary.md").read_text()  # an unreadable bill: left out
+
+
 def test_a_stack_shared_by_two_scenarios_counts_one_start_and_marks_unreset_caches(fixture_run):
     """Recipes with the same servers and different scenarios ran on one stack: one startup is spent,
     one start per recipe would be two; a later point without a cache reset is marked."""

@@ -87,6 +87,11 @@ def curve_file(server: str, rehearsal: bool) -> str:
     return f"{PLANS}/curves/{'rehearsal-' if rehearsal else ''}{server}.json"
 
 
+def bill_file(cluster: str) -> str:
+    """The bill of the last Slurm run that started jobs (render/bill), for the summary to compare."""
+    return f"{PLANS}/bill-{cluster}.json"
+
+
 def missing_file(cluster: str, rehearsal: bool) -> str:
     return f"{PLANS}/missing-{'rehearsal-' if rehearsal else ''}{cluster}.json"
 

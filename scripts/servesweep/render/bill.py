@@ -102,6 +102,12 @@ def bill_lines(bills: list[StackBill]) -> list[str]:
     return out
 
 
+def bill_doc(bills: list[StackBill], when: str) -> dict:
+    """What the summary compares with the spend: the bill as the run started (``when``, UTC ISO)."""
+    stacks = [{"recipes": list(b.recipes), "allocations": b.allocations, "gpu_h": round(b.gpu_h, 4)} for b in bills]
+    return {"time": when, "stacks": stacks, "gpu_h": round(sum(b.gpu_h for b in bills), 4)}
+
+
 def say_bill(sel) -> None:
     """On stderr, before anything is submitted; nothing for a local run (no allocations)."""
     if not sel.submits_jobs:

@@ -18,6 +18,7 @@ from ..files import read_json_object, write_if_changed
 from ..paths import (
     REHEARSAL_SUMMARY_MD,
     SUMMARY_MD,
+    bill_file,
     capacity_file,
     capacity_settings_file,
     eval_settings_file,
@@ -28,6 +29,7 @@ from ..paths import (
     source_file,
 )
 from . import why
+from .bill import bill_doc, stack_bills
 from .selection import CHECK_S, Point, Selection
 
 
@@ -216,6 +218,11 @@ class Workflow:
         for recipe, rehearsal in sorted(self._unwritten_curves):
             self._write_curve(recipe, rehearsal)
         self._unwritten_curves.clear()
+        if self.sel.submits_jobs:  # the bill as jobs start (the run's targets known by now)
+            bills = stack_bills(self.sel)
+            if bills:
+                when = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
+                write_if_changed(self.sel.root / bill_file(self.sel.cluster.name), canonical(bill_doc(bills, when)))
 
     def _write_curve(self, recipe: str, rehearsal: bool) -> None:
         """The curve file of the recipe's stack: the points of every recipe on it (same servers)."""

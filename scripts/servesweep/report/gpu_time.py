@@ -6,10 +6,13 @@ every recipe with the same server identity, so a recipe is not the unit here: th
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 from tabulate import tabulate
 
+from ..files import read_json_object
 from .fmt import num
 
 HEADERS = [
@@ -38,37 +41,77 @@ def idle_between_points_s(start: np.ndarray, end: np.ndarray) -> float:
     return float(gaps[gaps > 0].sum())
 
 
-def stack_rows(df: pd.DataFrame) -> list[list]:
-    """One row per stack; columns taken out of the frame once (10 000 points, 1 250 stacks: per-group
-    pandas calls cost seconds)."""
+def _stacks(df: pd.DataFrame):
+    """Per stack: (id, recipes, points, GPUs, startup, benchmark, idle, linger, all startups, whether it
+    served several scenarios without a cache reset, its first point's start); columns taken out of the
+    frame once (10 000 points, 1 250 stacks: per-group pandas calls cost seconds)."""
     col = {k: df[k].to_numpy() for k in ("gpus", "recipe", "scenario")}
     col |= {k: df[k].astype(float).to_numpy() for k in ("startup_s", "bench_s", "linger_s", "stack_position")}
     col["reset"] = np.array(df["caches_reset"].tolist(), dtype=object)  # Python bools, for `is not True`
     start, end = _seconds(df["start_time"]), _seconds(df["end_time"])
     groups = df.groupby("stack_id", sort=False).indices
-    rows = []
     for stack in (s for s in pd.unique(df["stack_id"]) if s in groups):
         i = groups[stack]
-        gpus, startup = col["gpus"][i[0]], col["startup_s"][i[0]]
         bench, idle = np.nansum(col["bench_s"][i]), idle_between_points_s(start[i], end[i])
         # the keeper stops once idle for the linger after the stack's last point (earlier lingers,
         # joined by a follow-up run, are idle between points)
         last = i[np.argsort(col["stack_position"][i], kind="stable")[-1]]
         linger = float(np.nan_to_num(col["linger_s"][last]))
-        recipes = sorted(set(col["recipe"][i]))
+        later = col["reset"][i][col["stack_position"][i] > 1]
+        unreset = len(set(col["scenario"][i])) > 1 and any(v is not True for v in later)
+        yield (stack, sorted(set(col["recipe"][i])), len(i), col["gpus"][i[0]], col["startup_s"][i[0]], bench, idle,
+               linger, np.nansum(col["startup_s"][i]), unreset, np.nanmin(start[i]))  # fmt: skip
+
+
+def stack_rows(df: pd.DataFrame) -> list[list]:
+    """One row per stack."""
+    rows = []
+    for stack, recipes, n, gpus, startup, bench, idle, linger, all_startups, unreset, _ in _stacks(df):
 
         def h(seconds, gpus=gpus):
             return num(gpus * seconds / 3600, 3)
 
-        later = col["reset"][i][col["stack_position"][i] > 1]
-        unreset = len(set(col["scenario"][i])) > 1 and any(v is not True for v in later)
         mark = f" {UNRESET}" if unreset else ""
-        all_startups = np.nansum(col["startup_s"][i])
         rows.append([
-            f"{stack}{mark}", ", ".join(recipes), len(i), gpus, h(startup), h(bench), h(idle), h(linger),
+            f"{stack}{mark}", ", ".join(recipes), n, gpus, h(startup), h(bench), h(idle), h(linger),
             h(startup + bench + idle + linger), h(startup * len(recipes) + bench), h(all_startups + bench),
         ])  # fmt: skip
     return rows
+
+
+def spent_since(df: pd.DataFrame, since: float) -> tuple[float, int]:
+    """(GPU-hours, stacks) of the stacks whose first point started at or after ``since`` (epoch s)."""
+    spent = [
+        gpus * (startup + bench + idle + linger) / 3600
+        for _, _, _, gpus, startup, bench, idle, linger, _, _, first in _stacks(df)
+        if first >= since
+    ]
+    return float(sum(spent)), len(spent)
+
+
+def read_bill(path: Path) -> dict | None:
+    """The bill file read back: None unless it is one (time, total GPU-h)."""
+    doc = read_json_object(path)
+    ok = isinstance(doc.get("time"), str) and isinstance(doc.get("gpu_h"), (int, float)) and doc["gpu_h"] >= 0
+    try:
+        pd.Timestamp(doc["time"]) if ok else None
+    except ValueError:
+        ok = False
+    return doc if ok else None
+
+
+def bill_section(df: pd.DataFrame, bill: dict | None) -> list[str]:
+    """The last Slurm run's bill (render/bill, written as its jobs started) against what the stacks it
+    started spent, by the same accounting (startup, points, idle, linger)."""
+    if not bill or not len(df):
+        return []
+    since = pd.Timestamp(bill["time"]).timestamp()
+    spent, stacks = spent_since(df, since)
+    ratio = f" ({spent / bill['gpu_h']:.0%} of the bill)" if bill["gpu_h"] else ""
+    return ["", "## Bill against spend", "",
+            f"The run that started at {bill['time']} was billed {bill['gpu_h']:.3f} GPU-h (upper bounds: startups at "
+            f"their bound unless measured, points at their jobs' time); the {stacks} stack(s) it started spent "
+            f"{spent:.3f} GPU-h{ratio}."]  # fmt: skip
 
 
 def gpu_time_section(df: pd.DataFrame) -> list[str]:

@@ -19,7 +19,7 @@ from .accuracy import accuracy_section, load_evals
 from .attribution import attribution_section
 from .capacity import capacity_section, load_capacities
 from .fmt import num
-from .gpu_time import gpu_time_section
+from .gpu_time import bill_section, gpu_time_section, read_bill
 from .plots import plots
 
 # Without repeats a run has no confidence interval: a delta smaller than this share of the
@@ -351,7 +351,8 @@ def build_summary(
         if len(base) and len(df):
             parts += attribution_section(_by_point(df), _by_point(base))
     if len(df):
-        parts += gpu_time_section(df) + _provenance_section(df)
+        parts += gpu_time_section(df) + bill_section(df, read_bill(root / paths.bill_file(sel["cluster"])))
+        parts += _provenance_section(df)
     csv = out_md.with_suffix(".csv")
     write_if_changed(csv, df.to_csv(index=False) if len(df) else "")
     write_if_changed(out_md, "\n".join(parts) + "\n")
