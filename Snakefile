@@ -6,11 +6,11 @@ from pathlib import Path
 from snakemake import __version__ as SNAKEMAKE_VERSION
 
 sys.path.insert(0, str(Path(workflow.basedir) / "scripts"))
-from servesweep.render.smk import require_supported
+from servesweep.workflow.smk import require_supported
 
 require_supported(
     SNAKEMAKE_VERSION
-)  # Snakemake internals are read in one adapter (render/smk.py)
+)  # Snakemake internals are read in one adapter (workflow/smk.py)
 
 
 report: "report/workflow.rst"

@@ -125,7 +125,7 @@ ENV = {"PYTHONDONTWRITEBYTECODE": ""}
 # What rules/common.smk runs: validate every recipe, render every plan, write the changed ones.
 SNAKEFILE_WORK = """import sys, time
 sys.path.insert(0, "scripts")
-from servesweep.render import entry as workflow
+from servesweep.workflow import entry as workflow
 t = time.perf_counter()
 workflow.load_or_exit(".", "local")
 print(time.perf_counter() - t)

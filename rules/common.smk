@@ -11,9 +11,13 @@ from snakemake.exceptions import WorkflowError
 from servesweep import paths
 from servesweep.contract import slurm_resources
 from servesweep.files import private_outputs
-from servesweep.render import smk
-from servesweep.render import workflow as sw
-from servesweep.render.entry import check_config_or_exit, linger_override, load_or_exit
+from servesweep.workflow import smk
+from servesweep.workflow import writer as sw
+from servesweep.workflow.entry import (
+    check_config_or_exit,
+    linger_override,
+    load_or_exit,
+)
 
 wildcards_only = smk.wildcards_only
 

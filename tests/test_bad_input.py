@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from servesweep.errors import InputError
-from servesweep.render import smk
 from servesweep.render.cluster import all_clusters
 from servesweep.render.recipe import load_recipe, load_recipes
+from servesweep.workflow import smk
 
 from bad_inputs import CASES, write_cases
 from helpers import RELIABILITY, copy_workflow, snakemake
@@ -92,7 +92,7 @@ def write_cases_single(wf: Path, case):
 def _load_one(case, tmp: Path, capsys) -> tuple[str, bool, str]:
     """The Snakefile's parse-time load, in-process: a clean exit 2 naming file + field + reason, no
     other exception (a traceback), nothing rendered or written."""
-    from servesweep.render.entry import load_or_exit
+    from servesweep.workflow.entry import load_or_exit
 
     wf = copy_workflow(tmp / case.id, recipes=["local-agg-2x-mocker"])
     label = next(iter(write_cases_single(wf, case)))
@@ -287,7 +287,7 @@ def test_a_linger_that_is_not_seconds_is_refused(tmp_path, value):
 
 def test_a_broken_recipe_stops_only_the_runs_that_select_it(tmp_path, capsys):
     """`--config recipes=…` without the broken one: the run goes on and lists it; every recipe: a stop."""
-    from servesweep.render.entry import load_or_exit
+    from servesweep.workflow.entry import load_or_exit
 
     wf = copy_workflow(tmp_path / "wf", recipes=["local-agg-2x-mocker"])
     (wf / "recipes" / "broken.yaml").write_text("name: broken\nclusters: !!binary aGVsbG8=\n")
@@ -332,7 +332,7 @@ def test_a_symlinked_recipe_is_never_read_or_quoted(tmp_path):
     ],
 )
 def test_config_values_are_typed_and_checked(config, field, reason, capsys):
-    from servesweep.render.entry import check_config_or_exit
+    from servesweep.workflow.entry import check_config_or_exit
 
     with pytest.raises(SystemExit) as e:
         check_config_or_exit(config)
@@ -340,7 +340,7 @@ def test_config_values_are_typed_and_checked(config, field, reason, capsys):
 
 
 def test_good_config_values_pass(tmp_path):
-    from servesweep.render.entry import check_config_or_exit
+    from servesweep.workflow.entry import check_config_or_exit
 
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "c4.json").write_text("{}")

@@ -119,7 +119,7 @@ def test_an_unwritable_cache_only_costs_time(tmp_path):
 def test_loading_the_workflow_in_process_leaves_the_umask_alone(tmp_path):
     """A test process that loads the workflow (plans written, memo saved) keeps its umask: daemons a
     later test starts (munged's /run/munge) must not inherit an owner-only one by accident."""
-    from servesweep.render.entry import load_or_exit
+    from servesweep.workflow.entry import load_or_exit
 
     from helpers import LOCAL_RECIPES, copy_workflow
 

@@ -169,9 +169,9 @@ def test_slurm_dry_run_runs_a_search_on_a_held_stack_sized_for_its_worst_case(tm
     are local steps into it, and the stack's job is sized for one startup, the stale sweep points,
     the search's worst case of probes and nothing more."""
     from servesweep.contract import CurveHint, Plan
-    from servesweep.render.entry import load_or_exit
     from servesweep.run.held import HoldRequest
     from servesweep.search import probes_left_at_most
+    from servesweep.workflow.entry import load_or_exit
 
     wf = copy_workflow(tmp_path / "wf", [PROD])
     r = snakemake(wf, "-n", "results/summary.md", "--config", "cluster=hcm-hgx02")

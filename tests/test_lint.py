@@ -61,6 +61,9 @@ def test_rooms_by_stage_import_one_way_and_without_circles():
     assert not upward, upward  # run reads only the plan contract
     assert not [(m, d) for m, ds in graph.items() for d in ds if ".render." in m and ".run." in d]
     assert not [(m, d) for m, ds in graph.items() for d in ds if ".report." in m and (".run." in d or ".render." in d)]
+    # render is the pure recipe -> plan step: it never reaches for what Snakemake asks (workflow/)
+    assert not [(m, d) for m, ds in graph.items() for d in ds if ".render." in m and ".workflow." in d]
+    assert not [(m, d) for m, ds in graph.items() for d in ds if m.startswith("servesweep.run") and ".workflow." in d]
     seen, stack = set(), []
 
     def visit(m):

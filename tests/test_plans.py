@@ -187,7 +187,7 @@ def test_sweep_text_is_the_canonical_plan_and_fingerprints_hash_it():
     what encoding the plan gives, and the fingerprints must hash what they say they hash."""
     import hashlib
 
-    from servesweep.render.selection import Selection
+    from servesweep.workflow.selection import Selection
 
     def digest(obj):
         return hashlib.sha256(canonical(obj).encode()).hexdigest()[:16]
@@ -288,8 +288,9 @@ def test_a_container_side_trace_reaches_aiperf_as_its_host_path():
 def test_the_runtime_reference_grammar_is_defined_once_and_documented():
     """contract.RUNTIME_REF is the grammar every side uses; the contract's docstring names each reference."""
     from servesweep import contract
-    from servesweep.render import engine_args, recipe
+    from servesweep.render import recipe
     from servesweep.run import spawn
+    from servesweep.workflow import engine_args
 
     assert spawn.REF is contract.RUNTIME_REF and engine_args.RUNTIME_REF is contract.RUNTIME_REF
     assert recipe.RUNTIME_REF is contract.RUNTIME_REF
@@ -313,8 +314,8 @@ def test_the_selection_only_reads_and_the_workflow_writes(tmp_path):
     """Every answer of the selection (plans rendered, fingerprints, resources, staleness, capacity
     decisions, the selection doc) leaves the workflow dir as it was (its YAML parse cache under
     .snakemake/ aside); the writer then writes the plans, sources and capacity settings."""
-    from servesweep.render.selection import Selection
-    from servesweep.render.workflow import Workflow
+    from servesweep.workflow.selection import Selection
+    from servesweep.workflow.writer import Workflow
 
     wf = copy_workflow(tmp_path / "wf")
     before = _tree(wf)
@@ -336,9 +337,9 @@ def test_the_selection_only_reads_and_the_workflow_writes(tmp_path):
 
 
 def test_both_answers_to_the_rules_have_every_member_they_ask_for(tmp_path):
-    from servesweep.render.entry import RuleView, SubmittedPlans
-    from servesweep.render.selection import Selection
-    from servesweep.render.workflow import Workflow
+    from servesweep.workflow.entry import RuleView, SubmittedPlans
+    from servesweep.workflow.selection import Selection
+    from servesweep.workflow.writer import Workflow
 
     members = [m for m in vars(RuleView) if not m.startswith("_")] + list(RuleView.__annotations__)
     for view in (Workflow(Selection(ROOT, "local")), SubmittedPlans(tmp_path, "local")):

@@ -11,10 +11,10 @@ import pytest
 
 from servesweep.errors import InputError
 from servesweep.files import read_json_object as _read_json
-from servesweep.render import why
 from servesweep.report.capacity import capacity_doc, load_capacities
 from servesweep.report.summary import build_summary
 from servesweep.tools.samples import result_doc
+from servesweep.workflow import why
 
 from helpers import copy_workflow, snakemake
 
@@ -96,20 +96,25 @@ def test_a_curve_file_is_checked_before_the_keeper_trusts_it(tmp_path):
 
     f = tmp_path / "curve.json"
     f.write_text(json.dumps(curve_doc(3, True, 30, 600)))
-    assert read_curve(f) == (3, True, 30, 600)
+    assert read_curve(f) == (3, True, 30, 600, True)
+    f.write_text(json.dumps(curve_doc(3, True, 30, 600, canary=False)))
+    assert read_curve(f).canary is False
     garbage = ['{"expected": "3"}', "[3]", '{"expected": 3, "searching": true, "x": 1}', "{", ""]
     garbage += [
         '{"expected": 3, "searching": false, "linger_s": -1}',
         '{"expected": 3, "searching": false, "linger_s": 1e9}',
+        '{"expected": 3, "searching": false, "canary": "no"}',
     ]
     for text in garbage:
         f.write_text(text)
-        assert read_curve(f) == (1, False, 0, 0), text  # one point, no search, no linger: the idle timeout covers it
-    assert read_curve(tmp_path / "missing.json") == (1, False, 0, 0)
+        assert read_curve(f) == (1, False, 0, 0, True), (
+            text
+        )  # one point, no search, no linger: the idle timeout covers it
+    assert read_curve(tmp_path / "missing.json") == (1, False, 0, 0, True)
 
 
 def test_an_unsupported_snakemake_is_named_with_what_to_do():
-    from servesweep.render.smk import check_version
+    from servesweep.workflow.smk import check_version
 
     assert check_version("9.27.1") is None and check_version("9.0.0") is None
     for other in ("8.30.0", "10.0.0", "12.1"):
@@ -155,7 +160,7 @@ def test_a_result_behind_a_symbolic_link_is_not_read(tmp_path):
 
 
 def test_a_dry_run_is_told_by_the_command_line():
-    from servesweep.render.smk import dry_run
+    from servesweep.workflow.smk import dry_run
 
     class Parsed:  # Snakemake 9 at parse time: no executor chosen yet
         dryrun = False

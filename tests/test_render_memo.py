@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from servesweep.paths import plan_file
-from servesweep.render import memo as memo_mod
-from servesweep.render import selection as selection_mod
-from servesweep.render.memo import MEMO_FILE
-from servesweep.render.selection import Selection
-from servesweep.render.workflow import Workflow
+from servesweep.workflow import memo as memo_mod
+from servesweep.workflow import selection as selection_mod
+from servesweep.workflow.memo import MEMO_FILE
+from servesweep.workflow.selection import Selection
+from servesweep.workflow.writer import Workflow
 
 from helpers import copy_workflow
 
@@ -105,7 +105,7 @@ def test_a_settled_plan_file_is_trusted_by_its_stat_and_any_write_breaks_that(wf
 
 def test_sources_and_selection_are_made_again_only_when_their_inputs_or_files_changed(wf, monkeypatch):
     from servesweep.paths import selection_file, source_file
-    from servesweep.render import workflow as workflow_mod
+    from servesweep.workflow import writer as workflow_mod
 
     monkeypatch.setattr(memo_mod, "SETTLED_NS", 0)
     made = []
@@ -218,7 +218,7 @@ def test_rehearsal_plans_are_recalled_after_the_selected_ones_were_saved(wf):
 def test_the_load_pauses_garbage_collection_and_always_restores_it(wf):
     import gc
 
-    from servesweep.render.entry import load_or_exit
+    from servesweep.workflow.entry import load_or_exit
 
     assert gc.isenabled()
     seen = []

@@ -16,8 +16,8 @@ from servesweep import heartbeat
 from servesweep.paths import curve_file, plan_file
 from servesweep.render.plan import render
 from servesweep.render.recipe import load_recipe
-from servesweep.render.selection import Selection
-from servesweep.render.workflow import Workflow
+from servesweep.workflow.selection import Selection
+from servesweep.workflow.writer import Workflow
 
 from helpers import CLUSTERS, ROOT, copy_workflow
 

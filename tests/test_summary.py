@@ -183,7 +183,7 @@ def test_a_lingering_stack_counts_its_linger_after_the_last_point(fixture_run):
 
 
 def test_the_last_runs_bill_is_set_against_what_its_stacks_spent(fixture_run):
-    """The bill written as a Slurm run's jobs started (render/bill) beside the spend of the stacks
+    """The bill written as a Slurm run's jobs started (workflow/bill) beside the spend of the stacks
     started since (the shared one, not the earlier ones), by the same accounting (0.100 GPU-h above)."""
     root, paths, sel = fixture_run
     _on_one_stack({("fast", 4): (1, "05:00", "06:00", False), ("fast", 16): (2, "06:30", "07:30", None)})

@@ -29,6 +29,7 @@ POINTS = [f"results/{NAME}/c{c}.json" for c in (2, 4)]
 def measured(tmp_path_factory):
     wf = copy_workflow(tmp_path_factory.mktemp("why") / "wf", [])
     base = yaml.safe_load((ROOT / "recipes/local-agg-2x-mocker.yaml").read_text())
+    base.pop("evals")  # the points' causes only (a check's are in test_smoke)
     write_recipe(wf, base, NAME, conc=(2, 4), duration=3)
     with no_processes_left(wf) as since:
         r = snakemake(wf, *POINTS)

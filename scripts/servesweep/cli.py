@@ -41,8 +41,8 @@ def cmd_validate(a) -> int:
 
 def _engine_arg_lines(recipe, cluster) -> tuple[list[str], list[Problem]]:
     """What the engines' own parsers said of one recipe's argv on one cluster."""
-    from .render.engine_args import check_engine_args, pending
     from .render.plan import render
+    from .workflow.engine_args import check_engine_args, pending
 
     report = check_engine_args(pending(render(recipe, cluster, recipe.concurrency[0]), recipe), Path.cwd())
     lines = [f"      args on {cluster.name}: {k} accepted by {v}" for (_, k), v in sorted(report.checked.items())]
@@ -132,7 +132,7 @@ def cmd_capacity(a) -> int:
 
 
 def _diffcmd():
-    from .render import diffcmd
+    from .workflow import diffcmd
 
     return diffcmd
 

@@ -39,7 +39,7 @@ EVAL = "results/{recipe}/eval-{benchmark}.json"
 EVAL_SETTINGS = ".plans/{recipe}/eval-{benchmark}.json"  # the recipe's evals entry: an edit reruns only it
 EVAL_LOG = "logs/{recipe}/eval-{benchmark}.snakemake.log"
 FAILURE_FILE = "failure.json"  # in a point's log dir: why its last attempt wrote no result
-SOURCE_FILE = "source.json"  # beside a recipe's plans: what they were rendered from (render/why)
+SOURCE_FILE = "source.json"  # beside a recipe's plans: what they were rendered from (workflow/why)
 POINT_TARGET = re.compile(r"results/(?P<recipe>[^/\s]+)/c(?P<conc>[0-9]+)\.json")  # a point's result, as a target
 
 
@@ -78,7 +78,7 @@ def plan_file(recipe: str, conc: int, rehearsal: bool = False) -> str:
 
 
 def source_file(recipe: str, rehearsal: bool = False) -> str:
-    """What render wrote next to a recipe's plans (render/why)."""
+    """What render wrote next to a recipe's plans (workflow/why)."""
     return f"{PLANS}/{_sub(rehearsal)}{recipe}/{SOURCE_FILE}"
 
 
@@ -88,7 +88,7 @@ def curve_file(server: str, rehearsal: bool) -> str:
 
 
 def bill_file(cluster: str) -> str:
-    """The bill of the last Slurm run that started jobs (render/bill), for the summary to compare."""
+    """The bill of the last Slurm run that started jobs (workflow/bill), for the summary to compare."""
     return f"{PLANS}/bill-{cluster}.json"
 
 

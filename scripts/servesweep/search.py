@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .errors import Problem
 from .slo import slo_verdicts
 
 
@@ -106,3 +107,16 @@ def describe(recipe: str, bounds: Bounds, met: dict[int, bool], d: Decision) -> 
         return f"{head}; decided: {d.outcome}, capacity {'–' if d.held is None else f'c{d.held}'}"
     left = probes_left_at_most(bounds, d)
     return f"{head}; next probe c{d.next}, at most {left} probe(s) still to run"
+
+
+def capacity_problems(doc: dict, label: str) -> list[Problem]:
+    """A recipe's capacity search that cannot run: bounds the wrong way round, no SLO to search against."""
+    cap = doc.get("capacity")
+    if cap is None:
+        return []
+    out = []
+    if cap["max"] < cap["min"]:
+        out.append(Problem(label, "capacity.max", f"max {cap['max']} is below min {cap['min']}"))
+    if not doc.get("slo"):
+        out.append(Problem(label, "capacity", "a capacity search needs an slo to search against"))
+    return out

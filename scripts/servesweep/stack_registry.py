@@ -3,7 +3,7 @@ states a warm stack goes through (the one state machine: ``run/stackdir`` enforc
 
 Written and read by run (``run/curve``, ``run/held``, under ``run/stackdir``'s registry lock); read
 by render for one question only: is a held stack lingering for these servers, so that their points
-should run on it rather than in a group job of their own (``render/shared_stacks``).
+should run on it rather than in a group job of their own (``workflow/shared_stacks``).
 """
 
 from __future__ import annotations

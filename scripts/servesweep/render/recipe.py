@@ -15,9 +15,9 @@ from .. import paths
 from ..checks.evalsets import recipe_problems
 from ..contract import RUNTIME_REF, SECRET_NAME, USER_REF_NAMES
 from ..errors import InputError, Problem
+from ..search import capacity_problems
 from ..yamlio import ParseCache, load_yaml, schema_problems
 from . import env_readers, flags, kinds, kvstore, preamble, scenarios, topology
-from .capacity_search import capacity_problems
 from .cluster import Cluster
 from .topology import Role
 
@@ -356,7 +356,7 @@ def load_recipes(
     verdicts=None,
 ) -> tuple[list[Recipe], list[Problem]]:
     """Load every file, check names unique and clusters known; collect all problems. ``verdicts``
-    (render/memo): a document found valid before, under the same label, cluster facts and code, is
+    (workflow/memo): a document found valid before, under the same label, cluster facts and code, is
     not checked again."""
     recipes, problems, seen = [], [], {}
     for p in paths:

@@ -101,7 +101,7 @@ def read_bill(path: Path) -> dict | None:
 
 
 def bill_section(df: pd.DataFrame, bill: dict | None) -> list[str]:
-    """The last Slurm run's bill (render/bill, written as its jobs started) against what the stacks it
+    """The last Slurm run's bill (workflow/bill, written as its jobs started) against what the stacks it
     started spent, by the same accounting (startup, points, idle, linger)."""
     if not bill or not len(df):
         return []

@@ -1,4 +1,4 @@
-"""What the Snakefile's rules ask (entry point: ``render.entry``): a :class:`Selection` to answer,
+"""What the Snakefile's rules ask (entry point: ``workflow.entry``): a :class:`Selection` to answer,
 and every file the run reads from render written here, in one place: plans, their sources, the
 capacity settings, the curve files, the missing-points and selection files. Plans are written
 only when their canonical JSON changes, atomically, and only in the main snakemake process.
@@ -34,7 +34,7 @@ from .selection import CHECK_S, Point, Selection
 
 
 class Workflow:
-    """The main process's answers to the rules (:class:`render.entry.RuleView`) and its writes."""
+    """The main process's answers to the rules (:class:`workflow.entry.RuleView`) and its writes."""
 
     def __init__(self, selection: Selection, canary: bool = True):
         self.sel = selection

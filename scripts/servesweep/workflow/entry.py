@@ -19,7 +19,7 @@ from ..paths import plan_file, selection_file
 from . import why
 from .bill import say_bill
 from .selection import Selection
-from .workflow import Workflow
+from .writer import Workflow
 
 
 class NoSearches:

@@ -18,11 +18,11 @@ from ..checks.evalsets import settings_doc
 from ..contract import PLAN_SCHEMA
 from ..encode import canonical, digest
 from ..paths import result_file
+from ..render.cluster import Cluster, _from_doc
+from ..render.plan import render
+from ..render.recipe import Recipe
 from ..sourcediff import _ABSENT, CUT, SOURCE_SCHEMA, Change, cut, reporting_changes, source_changes
 from ..yamlio import checked_json
-from .cluster import Cluster, _from_doc
-from .plan import render
-from .recipe import Recipe
 
 MAX_LINES = 20  # the dry run's cause lines before "… N more"
 

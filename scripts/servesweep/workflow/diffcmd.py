@@ -13,11 +13,11 @@ from pathlib import Path
 
 from ..contract import plan_source
 from ..errors import InputError, Problem
+from ..render.cluster import all_clusters
+from ..render.plan import render
+from ..render.recipe import load_recipes
 from ..sourcediff import Change, source_changes
 from . import why
-from .cluster import all_clusters
-from .plan import render
-from .recipe import load_recipes
 
 
 @dataclass(frozen=True)

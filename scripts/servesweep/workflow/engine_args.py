@@ -21,11 +21,11 @@ from pathlib import Path
 
 from ..contract import ENGINE_ROLES, RUNTIME_REF, command_of
 from ..errors import Problem
-from . import kinds, preamble
-from .flags import iter_flags
-from .kinds.base import ArgParser
-from .kinds.dynamo_frontend import FRONTEND
-from .recipe import Recipe
+from ..render import kinds, preamble
+from ..render.flags import iter_flags
+from ..render.kinds.base import ArgParser
+from ..render.kinds.dynamo_frontend import FRONTEND
+from ..render.recipe import Recipe
 
 SCRIPT = Path(__file__).resolve().parents[1] / "tools" / "argcheck.py"
 _SAMPLES = {"addr": "127.0.0.1", "port": "20000", "rank_port": "20000", "job_id": "1"}

@@ -11,7 +11,6 @@ import json
 import sys
 from pathlib import Path
 
-from ..errors import Problem
 from ..search import Bounds, Decision, decide, describe, probe_met, probes_left_at_most
 
 
@@ -77,16 +76,3 @@ class CapacitySearches:
             return self._docs[path][1]
         except (OSError, ValueError, KeyError, TypeError):
             return None
-
-
-def capacity_problems(doc: dict, label: str) -> list[Problem]:
-    """A recipe's capacity search that cannot run: bounds the wrong way round, no SLO to search against."""
-    cap = doc.get("capacity")
-    if cap is None:
-        return []
-    out = []
-    if cap["max"] < cap["min"]:
-        out.append(Problem(label, "capacity.max", f"max {cap['max']} is below min {cap['min']}"))
-    if not doc.get("slo"):
-        out.append(Problem(label, "capacity", "a capacity search needs an slo to search against"))
-    return out

@@ -1,6 +1,6 @@
 """The selection: every recipe validated, the points selected for one cluster, their plans rendered
 (kept only as fingerprints and resources) and what each point's job asks for. It reads files and
-never writes one: ``render/workflow`` writes what the run needs from it.
+never writes one: ``workflow/writer`` writes what the run needs from it.
 """
 
 from __future__ import annotations
@@ -16,16 +16,16 @@ from ..contract import Plan, batch_step_tasks, stack_reuse_allowed
 from ..errors import InputError, Problem
 from ..paths import POINT_TARGET, capacity_file, plan_file, result_file, run_dir
 from ..preflight import check_plan
+from ..render.cluster import all_clusters
+from ..render.plan import layout, render_point
+from ..render.recipe import Recipe, load_recipes
+from ..render.topology import PlacementError
 from ..yamlio import ParseCache
 from . import why
 from .capacity_search import CapacitySearches
-from .cluster import all_clusters
 from .engine_args import check_engine_args, pending
 from .memo import RenderMemo
-from .plan import layout, render_point
-from .recipe import Recipe, load_recipes
 from .shared_stacks import SharedStacks
-from .topology import PlacementError
 
 YAML_CACHE = ".snakemake/servesweep/recipes-parsed.json"
 CHECK_S = 600  # a check's time in a job's limit (an eval's questions are counted only in the job)
