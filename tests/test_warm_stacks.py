@@ -51,10 +51,11 @@ def test_a_curve_runs_on_one_stack_and_a_deleted_point_on_a_fresh_one(cwf):
     assert [s[c]["position"] for c in (2, 3, 4)] == [1, 2, 3]
     assert s[2]["caches_reset"] is False and s[3]["caches_reset"] is None and s[3]["caches_reset_note"]
     out = r.stdout + r.stderr
-    assert out.count("stack: starting stack") == 1 and out.count("stack: joining warm stack") == 2
+    # 3 points and the recipe's eval: one start, three joins
+    assert out.count("stack: starting stack") == 1 and out.count("stack: joining warm stack") == 3
     (stack_dir,) = [d for d in (cwf / "logs/stacks").glob("*/*") if d.is_dir()]
     keeper_log = (stack_dir / "keeper-driver.log").read_text()
-    assert keeper_log.count("ready: ") >= 1 and "all 3 expected point(s) done" in keeper_log
+    assert keeper_log.count("ready: ") >= 1 and "all 4 expected point(s) done" in keeper_log
     assert "teardown:" in keeper_log
     # the middle point deleted: exactly it reruns, on a fresh stack of its own
     (cwf / f"results/{NAME}/c3.json").unlink()
@@ -141,14 +142,15 @@ def test_recipes_that_differ_only_in_the_scenario_share_one_stack(cwf):
     docs = {f: json.loads(f.read_text())["identity"] for f in cwf.glob("results/curve*/c*.json")}
     assert len(docs) == 5
     assert len({d["stack"]["id"] for d in docs.values()}) == 1, docs
-    assert out.count("stack: starting stack") == 1 and out.count("stack: joining warm stack") == 4
+    # 5 points and the two recipes' evals: one start, six joins
+    assert out.count("stack: starting stack") == 1 and out.count("stack: joining warm stack") == 6
     order = sorted(docs.values(), key=lambda d: d["stack"]["position"])
     assert [(d["recipe"], d["point"]) for d in order] == [
         ("curve", 2), ("curve", 3), ("curve", 4), ("curve-synthetic", 2), ("curve-synthetic", 5)
     ]  # fmt: skip
     assert order[3]["stack"]["caches_reset"] is None and order[3]["stack"]["caches_reset_note"]
     keeper = (stack_dir(cwf, order[0]["stack"]["id"]) / "keeper-driver.log").read_text()
-    assert len(re.findall(r"\] starting \d+ processes", keeper)) == 1 and "all 5 expected point(s) done" in keeper
+    assert len(re.findall(r"\] starting \d+ processes", keeper)) == 1 and "all 7 expected point(s) done" in keeper
     md = (cwf / "results/summary.md").read_text()
     assert "curve, curve-synthetic" in md and "‡ cross-scenario reuse without a prefix-cache reset" in md
 
