@@ -116,3 +116,18 @@ def test_a_step_cut_by_the_jobs_end_counts_only_after_its_own_valid_result(tmp_p
     assert not _written(plan, result, since, "result.schema.yaml")
     result.write_text("{half a result")
     assert not _written(plan, result, since, "result.schema.yaml")
+
+
+def test_a_job_the_controller_forgot_is_gone_not_an_error(monkeypatch):
+    """squeue refuses a job id slurmctld purged (MinJobAge after its end): the held stack recorded
+    with it is over, and the next point starts a new one (found on the rig: a follow-up run)."""
+    from servesweep.run import held
+
+    def squeue(argv):
+        if argv[0] == "squeue":
+            raise held.AllocationError("squeue -j 26 failed: slurm_load_jobs error: Invalid job id specified")
+        raise held.AllocationError("sacct failed: no accounting")
+
+    monkeypatch.setattr(held, "query", squeue)
+    assert held.job("26") == Job("26", "GONE", "", None)
+    assert held_decision(CUR, "abcd", State.READY, held.job("26"), need_s=120) == "start"

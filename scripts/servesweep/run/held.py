@@ -98,7 +98,12 @@ class Job:
 
 
 def job(job_id: str) -> Job:
-    out = query(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T|%B|%L"]).strip().splitlines()
+    try:
+        out = query(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T|%B|%L"]).strip().splitlines()
+    except AllocationError as e:
+        if "Invalid job id" not in str(e):
+            raise
+        out = []  # the controller forgot the job (MinJobAge after its end): ask accounting
     if not out:
         return Job(job_id, _accounted_state(job_id), "", None)
     state, host, left = (out[0].split("|") + ["", ""])[:3]
