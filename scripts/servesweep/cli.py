@@ -150,18 +150,19 @@ def _add_run_parsers(sub) -> None:
     r.add_argument("--log-dir")
     r.add_argument("--join", help="(internal) the held stack this point joins, as a step of its job")
     r.set_defaults(func=cmd_run_point)
-    m = sub.add_parser("run-smoke", help="send the API smoke's request set to a recipe's stack")
-    m.add_argument("plan", help="a point's plan of the recipe: the stack the smoke runs on")
-    m.add_argument("requests", help="the request set (scripts/servesweep/checks/smoke-requests.yaml)")
-    m.add_argument("out", help="the smoke file to write (paths.SMOKE)")
-    m.add_argument("--join", help="(internal) the held stack it joins, as a step of its job")
-    m.set_defaults(func=cmd_run_smoke)
-    e = sub.add_parser("run-eval", help="run one of a recipe's accuracy benchmarks on its stack (aiperf)")
-    e.add_argument("plan", help="a point's plan of the recipe: the stack the eval runs on")
-    e.add_argument("settings", help="the recipe's evals entry, as render wrote it (paths.EVAL_SETTINGS)")
-    e.add_argument("out", help="the eval file to write (paths.EVAL)")
-    e.add_argument("--join", help="(internal) the held stack it joins, as a step of its job")
-    e.set_defaults(func=cmd_run_eval)
+    checks = (
+        ("smoke", "send the API smoke's request set to a recipe's stack", cmd_run_smoke,
+         ("requests", "the request set (scripts/servesweep/checks/smoke-requests.yaml)"), "paths.SMOKE"),
+        ("eval", "run one of a recipe's accuracy benchmarks on its stack (aiperf)", cmd_run_eval,
+         ("settings", "the recipe's evals entry, as render wrote it (paths.EVAL_SETTINGS)"), "paths.EVAL"),
+    )  # fmt: skip
+    for check, text, func, (inputs, inputs_help), out in checks:
+        c = sub.add_parser(f"run-{check}", help=text)
+        c.add_argument("plan", help=f"a point's plan of the recipe: the stack the {check} runs on")
+        c.add_argument(inputs, help=inputs_help)
+        c.add_argument("out", help=f"the {check} file to write ({out})")
+        c.add_argument("--join", help="(internal) the held stack it joins, as a step of its job")
+        c.set_defaults(func=func)
     h = sub.add_parser("run-held-point", help="run one point on its server identity's held stack (Slurm)")
     h.add_argument("plan")
     h.add_argument("result")

@@ -155,7 +155,7 @@ def held_decision(
 class HeldStack:
     """Find or submit the held stack of the plan's server identity; run a point as a step of its job."""
 
-    def __init__(self, plan: Plan, plan_path: Path, result_path: Path, request: HoldRequest, say=print):
+    def __init__(self, plan: Plan, plan_path: Path, result_path: Path, request: HoldRequest, say):
         self.plan, self.plan_path, self.result_path, self.request, self.say = (
             plan, plan_path, result_path, request, say,
         )  # fmt: skip
@@ -266,9 +266,9 @@ def run_held_point(plan_path: Path, result_path: Path, partition: str | None, ac
     plan = private_plan(plan_path)
     if plan is None:
         return 2
-    driver = ["run-point", str(plan_path), str(result_path)]
-    held = HeldStack(plan, Path(plan_path).resolve(), Path(result_path).resolve(), _request(plan, partition, account))
-    return _run_as_step(held, driver, f"c{plan.concurrency}", "result.schema.yaml", record=True)
+    driver, name = ["run-point", str(plan_path), str(result_path)], f"c{plan.concurrency}"
+    held = _held_stack(plan, plan_path, result_path, name, partition, account)
+    return _run_as_step(held, driver, name, "result.schema.yaml", record=True)
 
 
 def run_held_check(check: str, plan_path: Path, inputs: Path, out_path: Path, partition, account) -> int:
@@ -277,20 +277,21 @@ def run_held_check(check: str, plan_path: Path, inputs: Path, out_path: Path, pa
     plan = private_plan(plan_path)
     if plan is None:
         return 2
-    driver = [f"run-{check}", str(plan_path), str(inputs), str(out_path)]
-    held = HeldStack(plan, Path(plan_path).resolve(), Path(out_path).resolve(), _request(plan, partition, account))
-    return _run_as_step(held, driver, Path(out_path).stem, f"{check}.schema.yaml", record=False)
+    driver, name = [f"run-{check}", str(plan_path), str(inputs), str(out_path)], Path(out_path).stem
+    held = _held_stack(plan, plan_path, out_path, name, partition, account)
+    return _run_as_step(held, driver, name, f"{check}.schema.yaml", record=False)
 
 
-def _request(plan: Plan, partition: str | None, account: str | None) -> HoldRequest:
-    return HoldRequest.of(plan, curve_state(plan), partition, account)
+def _held_stack(plan: Plan, plan_path: Path, out_path: Path, name: str, partition, account) -> HeldStack:
+    request = HoldRequest.of(plan, curve_state(plan), partition, account)
+    say = Say(f"{plan.recipe} {name}", Path(os.devnull))
+    return HeldStack(plan, Path(plan_path).resolve(), Path(out_path).resolve(), request, say)
 
 
 def _run_as_step(held: HeldStack, driver: list[str], name: str, schema: str, record: bool) -> int:
     """Find or submit the held stack, run ``servesweep <driver> --join`` as a step of its job; its
     exit status. ``record``: a point's failure.json says why the stack ended it."""
-    plan, out_path = held.plan, held.result_path
-    held.say = say = Say(f"{plan.recipe} {name}", Path(os.devnull))
+    plan, out_path, say = held.plan, held.result_path, held.say
     step: subprocess.Popen | None = None
 
     def stop_step(signum, _frame):
