@@ -3,6 +3,7 @@ with the same servers, share one warm stack."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -76,24 +77,8 @@ def _keeper_children(wf: Path) -> list[psutil.Process]:
 
 def test_a_dead_engine_fails_the_rest_of_the_curve_and_a_rerun_completes_it(cwf):
     _write_recipe(cwf, BASE, NAME, conc=(2, 3, 4), duration=20)
-    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
-    cmd = [str(BIN / "snakemake"), "--profile", "profiles/local", "results/summary.md", "--keep-going"]
-    with no_processes_left(cwf):
-        sm = subprocess.Popen(
-            cmd, cwd=cwf, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True
-        )
-        try:
-            wait_for_text(cwf / f"logs/{NAME}/c3/driver.log", "bench: aiperf", timeout=300)
-            victim = wait_until(
-                lambda: next((p for p in _keeper_children(cwf) if "agg-1" in _log_of(p)), None), 30, "agg-1"
-            )
-            victim.kill()
-            out, _ = sm.communicate(timeout=300)
-        finally:
-            if sm.poll() is None:
-                os.killpg(sm.pid, signal.SIGKILL)
-                sm.communicate(timeout=30)
-    assert sm.returncode != 0
+    rc, _out = _hurt_agg1_during_c3(cwf, ["results/summary.md"], lambda p: p.kill())
+    assert rc != 0
     assert (cwf / f"results/{NAME}/c2.json").exists()
     for c in (3, 4):
         assert not (cwf / f"results/{NAME}/c{c}.json").exists()
@@ -105,6 +90,33 @@ def test_a_dead_engine_fails_the_rest_of_the_curve_and_a_rerun_completes_it(cwf)
     assert ran(r) == {f"results/{NAME}/c3.json", f"results/{NAME}/c4.json"}
     s = stacks(cwf)
     assert s[3]["id"] == s[4]["id"] != s[2]["id"] and [s[3]["position"], s[4]["position"]] == [1, 2]
+
+
+def _hurt_agg1_during_c3(wf: Path, targets: list[str], hurt) -> tuple[int, str]:
+    """Run snakemake (--keep-going) on the targets; once point c3's benchmark runs, ``hurt`` the
+    stack's agg-1 process (kill, suspend). A suspended process is resumed whatever happens."""
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
+    cmd = [str(BIN / "snakemake"), "--profile", "profiles/local", *targets, "--keep-going"]
+    victim = None
+    with no_processes_left(wf):
+        sm = subprocess.Popen(
+            cmd, cwd=wf, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True
+        )
+        try:
+            wait_for_text(wf / f"logs/{NAME}/c3/driver.log", "bench: aiperf", timeout=300)
+            victim = wait_until(
+                lambda: next((p for p in _keeper_children(wf) if "agg-1" in _log_of(p)), None), 30, "agg-1"
+            )
+            hurt(victim)
+            out, _ = sm.communicate(timeout=300)
+        finally:
+            if victim is not None:
+                with contextlib.suppress(psutil.Error):
+                    victim.resume()
+            if sm.poll() is None:
+                os.killpg(sm.pid, signal.SIGKILL)
+                sm.communicate(timeout=30)
+    return sm.returncode, out
 
 
 def _log_of(p: psutil.Process) -> str:
@@ -187,3 +199,22 @@ def test_without_a_linger_the_next_run_starts_its_own_stack(cwf):
     assert first.returncode == 0 and second.returncode == 0, (second.stdout + second.stderr)[-4000:]
     s = stacks(cwf)
     assert s[2]["id"] != s[3]["id"] and s[3]["position"] == 1
+
+
+def test_a_worker_whose_registration_lapses_ends_the_stack(cwf):
+    """A worker that stands still past the discovery TTL (10 s) is alive but no longer routed to,
+    and Dynamo never registers it again: the keeper sees the frontend's registrations drop, the
+    stack dies with that reason, the curve's later points fail at once; a rerun completes them."""
+    _write_recipe(cwf, BASE, NAME, conc=(2, 3, 4), duration=30)
+    rc, out = _hurt_agg1_during_c3(cwf, [f"results/{NAME}/c3.json", f"results/{NAME}/c4.json"], lambda p: p.suspend())
+    assert rc != 0, out[-3000:]
+    for c in (3, 4):
+        assert not (cwf / f"results/{NAME}/c{c}.json").exists()
+        reason = json.loads((cwf / f"logs/{NAME}/c{c}/failure.json").read_text())["reason"]
+        assert "sees registrations {'backend': 1}" in reason and "registration lapsed" in reason, reason
+        assert "while point c3 was running" in reason, reason
+    with no_processes_left(cwf):
+        r = snakemake(cwf, f"results/{NAME}/c3.json", f"results/{NAME}/c4.json", timeout=600)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    s = stacks(cwf)
+    assert s[3]["id"] == s[4]["id"] and [s[3]["position"], s[4]["position"]] == [1, 2]

@@ -17,7 +17,7 @@ from ..contract import PREAMBLE_SCRIPT, Plan, plan_source, stack_reuse_allowed
 from ..errors import plain_text
 from ..heartbeat import Watch
 from ..preflight import PreflightFailed
-from . import bench, credentials, log_health, metrics, prefix, repeats, result, server_export, slots, slurm
+from . import bench, credentials, hoststall, log_health, metrics, prefix, repeats, result, server_export, slots, slurm
 from .curve import Invocation, SharedStack, reset_prefix_caches
 from .driver_io import Interrupted, Say, now, private_plan, raise_interrupt
 from .preamble import running_versions
@@ -88,18 +88,32 @@ FAILURES = (
 
 
 def run_point(plan_path: Path, result_path: Path, log_dir: Path | None = None, join: Path | None = None) -> int:
-    """``join``: a held stack's directory (this point runs as a step of that stack's Slurm job)."""
+    """``join``: a held stack's directory (this point runs as a step of that stack's Slurm job).
+    A host that stood still during the benchmark is retried (run/hoststall); each attempt is kept."""
     plan = private_plan(plan_path)
     if plan is None:
         return 2
     result_path = _inside_workdir(result_path, "result path")
     run_dir = _inside_workdir(log_dir or default_log_dir(plan), "log dir")
+    die_with_parent(signal.SIGTERM)  # if the job shell dies, tear down rather than run on as an orphan
+    old = {s: signal.signal(s, raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        for retries_left in range(hoststall.RETRIES, -1, -1):
+            rc = _attempt(plan, Path(plan_path), result_path, run_dir, join, old, retries_left)
+            if rc is not None:
+                return rc
+        return 1
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _attempt(plan: Plan, plan_path: Path, result_path: Path, run_dir: Path, join, handlers: dict, retries: int):
+    """One attempt at the point: its exit code, or None to run it again."""
     keep_earlier_attempt(run_dir)
     run_dir.mkdir(parents=True)
     say = Say(f"{plan.recipe} c{plan.concurrency}", run_dir / "driver.log")
-    die_with_parent(signal.SIGTERM)  # if the job shell dies, tear down rather than run on as an orphan
-    old = {s: signal.signal(s, raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    stack = open_stack(plan, Path(plan_path), result_path, run_dir, say, join)
+    stack = open_stack(plan, plan_path, result_path, run_dir, say, join)
     cleanup: list = []
     try:
         started_at = now()
@@ -110,9 +124,10 @@ def run_point(plan_path: Path, result_path: Path, log_dir: Path | None = None, j
         _conclude(plan, stack, m, result_path, run_dir, (started_at, source), say)
         return 0
     except FAILURES as e:
-        say(f"FAILED: {e}")
+        again = isinstance(e, hoststall.HostStalled) and retries > 0
+        say(f"FAILED: {e}" + ("; an infrastructure failure: running the point again" if again else ""))
         _record_failure(run_dir, str(e))
-        return 1
+        return None if again else 1
     except Interrupted as e:
         say(f"interrupted by {e}; tearing down")
         _record_failure(run_dir, f"interrupted by {e}")
@@ -122,12 +137,12 @@ def run_point(plan_path: Path, result_path: Path, log_dir: Path | None = None, j
         _record_failure(run_dir, f"unexpected {type(e).__name__}: {e} (aiperf's artifacts, if any, are in {run_dir})")
         return 1
     finally:
-        for s in old:
+        for s in handlers:
             signal.signal(s, signal.SIG_IGN)
         for fn in cleanup:  # aiperf first (stopped in finally), then the stack or our turn on it
             fn()
         stack.detach()
-        for s, h in old.items():
+        for s, h in handlers.items():
             signal.signal(s, h)
 
 
@@ -172,6 +187,7 @@ class Measurement:
     engine_urls: dict  # metrics URL aiperf scraped -> the serving process behind it
     run_exports: list  # aiperf's export of each run (one without repeats)
     drift: list  # registration changes seen after the benchmark (gate reasons)
+    stall_s: float  # how far the wall clock jumped against the monotonic one (run/hoststall)
 
 
 def _scrape_all(plan: Plan, ctx) -> tuple[dict, dict, dict]:
@@ -203,18 +219,18 @@ def _measure(plan: Plan, stack, run_dir: Path, say, cleanup: list) -> Measuremen
         + (f"{b.duration_s:g} s" if b.duration_s else f"{b.request_count} requests")
         + f" (warm-up {b.warmup or 'none'}), artifacts {art}"
     )
-    t_bench = time.monotonic()
+    t_bench, clock = time.monotonic(), hoststall.ClockWatch()
     aiperf = LocalSpawner().start("aiperf", argv, env, run_dir / "aiperf.log", Path.cwd())
     cleanup.insert(0, lambda: stop_all([aiperf], grace_s=2))  # aiperf and its children, whatever happens
     next_note = t_bench + 10
     while aiperf.poll() is None:
-        stack.check("mid-benchmark")
+        _check(stack, clock)
         if time.monotonic() >= next_note:
             say(f"bench: {time.monotonic() - t_bench:.0f} s elapsed")
             next_note += 10
         time.sleep(0.1)
     t_end = time.monotonic()
-    stack.check("mid-benchmark")
+    _check(stack, clock)
     stop_all([aiperf], grace_s=2)  # aiperf's own children, if any outlived it
     workers_after, fe_after, smp_after = _scrape_all(plan, ctx)
     scrapes = result.Scrapes(workers_before, workers_after, fe_before, fe_after, smp_before, smp_after)
@@ -222,13 +238,25 @@ def _measure(plan: Plan, stack, run_dir: Path, say, cleanup: list) -> Measuremen
     runs = repeats.run_exports(art)
     export = repeats.merged_export(runs)
     drift = registration_drift(plan, ctx)
-    return Measurement(export, scrapes, rc, aiperf.log_tail(8), t_bench, t_end, art, caches, engine_urls, runs, drift)
+    m = (export, scrapes, rc, aiperf.log_tail(8), t_bench, t_end, art, caches, engine_urls, runs, drift, clock.look())
+    return Measurement(*m)
+
+
+def _check(stack, clock: hoststall.ClockWatch) -> None:
+    """The stack's health mid-benchmark; whatever broke while the host stood still is the host's doing."""
+    try:
+        stack.check("mid-benchmark")
+    except PointFailed as e:
+        raise hoststall.verdict(clock.look(), [str(e)]) or e from None
 
 
 def _conclude(plan: Plan, stack, m: Measurement, result_path: Path, run_dir: Path, origin: tuple, say) -> None:
     """Gate the run, then write its result; a measured result is never lost. ``origin``: (when the
     point started, the source its plan was rendered from or None)."""
     started_at, source = origin
+    stalled = hoststall.verdict(m.stall_s, m.drift)
+    if stalled:
+        raise stalled
     records = repeats.request_records(m.artifacts)
     figs, why = result.figures(plan, m.export, m.scrapes, bench.request_outcomes(records))
     exported = server_export.read(m.artifacts)

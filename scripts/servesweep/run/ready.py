@@ -126,13 +126,46 @@ def _frontend_registrations(plan: Plan, ctx: Context) -> dict[str, dict[str, int
     return seen
 
 
+def _seen_by(plan: Plan, ctx: Context, fe: str) -> dict | None:
+    """A frontend's registrations now, counted as it counts them; None when it did not answer."""
+    status, body = http_get(ctx.url("http://{addr:self}:{port:self.http}/health", fe), timeout=2.0)
+    return registrations(body) if status == 200 else None
+
+
+class RegistrationWatch:
+    """A ready stack keeps exactly the plan's registrations. A worker whose discovery keep-alive
+    lapsed (a stuck process, a host that stood still) is alive yet no longer routed to, and Dynamo
+    does not register it again: the stack is broken. Two differing looks a second apart, so a
+    frontend busy for one look is not a drift."""
+
+    EVERY_S = 1.0
+
+    def __init__(self, plan: Plan):
+        self.plan, self.next_at, self.differs = plan, 0.0, {}
+
+    def look(self, ctx: Context, when: str) -> None:
+        if not self.plan.frontends or time.monotonic() < self.next_at:
+            return
+        self.next_at = time.monotonic() + self.EVERY_S
+        for fe in self.plan.frontends:
+            seen = _seen_by(self.plan, ctx, fe)
+            if seen is None or seen == self.plan.expect_registrations:
+                self.differs.pop(fe, None)
+                continue
+            if fe in self.differs:
+                raise PointFailed(
+                    f"{fe} sees registrations {seen} {when}, the plan has {self.plan.expect_registrations}: "
+                    "a worker's registration lapsed (its discovery keep-alive stopped) or a foreign worker joined"
+                )
+            self.differs[fe] = seen
+
+
 def registration_drift(plan: Plan, ctx: Context) -> list[str]:
     """After a benchmark: every frontend must still see exactly the plan's registrations; a foreign
     worker that joined (or one of ours that left) invalidates the point."""
     out = []
     for fe in plan.frontends:
-        status, body = http_get(ctx.url("http://{addr:self}:{port:self.http}/health", fe), timeout=2.0)
-        seen = registrations(body) if status == 200 else None
+        seen = _seen_by(plan, ctx, fe)
         if seen != plan.expect_registrations:
             out.append(
                 f"{fe} saw registrations {seen} at the end of the run, the plan has {plan.expect_registrations}: "

@@ -11,7 +11,7 @@ from pathlib import Path
 from .. import preflight
 from ..contract import CONTROL_ROLES, Plan
 from . import balancer, credentials, preamble, slots, slurm
-from .ready import Readiness, check_alive, wait_healthy, wait_ready
+from .ready import Readiness, RegistrationWatch, check_alive, wait_healthy, wait_ready
 from .spawn import Context, Handle, LocalSpawner, SrunSpawner, stop_all
 
 
@@ -46,6 +46,7 @@ class Stack:
         self.lease: slots.SlotLease | None = None
         self.ctx: Context | None = None
         self.readiness: Readiness | None = None
+        self.registrations = RegistrationWatch(plan)
         self.timings: dict[str, float] = {}
 
     def start(self) -> None:
@@ -118,8 +119,11 @@ class Stack:
         self.handles.append(spawner.start(p.name, argv, env, self.run_dir / f"{p.name}.log", Path.cwd()))
 
     def check(self, when: str) -> None:
-        """Raise PointFailed if any process of the stack has exited."""
+        """Raise PointFailed if any process of the stack has exited or, once ready, a frontend no
+        longer sees the plan's registrations."""
         check_alive(self.handles, when)
+        if self.readiness is not None and self.readiness.smoke_at is not None:
+            self.registrations.look(self.ctx, when)
 
     def info(self, stack_id: str) -> StackInfo:
         r, c = self.readiness, self.ctx
