@@ -24,7 +24,9 @@ include: "rules/aggregate.smk"
 
 
 onstart:
-    SELECTION.start_running()  # the warm stacks' curve files: written once the DAG is final
+    SELECTION.start_running(
+        *smk.jobs_to_run(workflow)
+    )  # the warm stacks' curve files: written once the DAG is final
 
 
 rule all:

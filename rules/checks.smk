@@ -16,7 +16,7 @@ rule smoke:
         smoke=paths.SMOKE,
     log:
         paths.SMOKE_LOG,
-    priority: check_priority("smoke")
+    priority: check_priority()
     group:
         stack_group("stack")
     conda:
@@ -36,7 +36,7 @@ rule eval:
         evaluation=paths.EVAL,
     log:
         paths.EVAL_LOG,
-    priority: check_priority("eval-{benchmark}")
+    priority: check_priority()
     group:
         stack_group("stack")
     conda:
@@ -68,7 +68,7 @@ if HELD:
             paths.SMOKE_LOG,
         wildcard_constraints:
             recipe=held_recipe_pattern(),
-        priority: check_priority("smoke")
+        priority: check_priority()
         conda:
             SW_ENV
         params:
@@ -87,7 +87,7 @@ if HELD:
             paths.EVAL_LOG,
         wildcard_constraints:
             recipe=held_recipe_pattern(),
-        priority: check_priority("eval-{benchmark}")
+        priority: check_priority()
         conda:
             SW_ENV
         params:

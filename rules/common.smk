@@ -236,27 +236,22 @@ def stack_group(prefix):
 
 def stack_priority(rehearsal):
     """A stack's points back to back (its recipes next to each other, each in ascending
-    concurrency): a warm stack is never left idle while another one runs. Snakemake asks once per
-    job it will run, before any starts: that is also how the stack keeper learns how many points
-    to expect."""
+    concurrency): a warm stack is never left idle while another one runs."""
 
     @wildcards_only
     def priority(wildcards):
-        SELECTION.will_run(wildcards.recipe, int(wildcards.conc), rehearsal)
         rank = SELECTION.run_rank(wildcards.recipe, rehearsal)
         return 10**9 - rank * 10**6 - int(wildcards.conc)
 
     return priority
 
 
-def check_priority(check):
+def check_priority():
     """A check (``smoke``, ``eval-{benchmark}``) runs on its recipe's stack after the recipe's points
-    (it never warms their caches); asking is also how the stack keeper learns to wait for one more turn.
-    """
+    (it never warms their caches)."""
 
     @wildcards_only
     def priority(wildcards):
-        SELECTION.will_check(wildcards.recipe, check.format(**wildcards))
         return 10**9 - SELECTION.run_rank(wildcards.recipe, False) * 10**6 - 999_999
 
     return priority

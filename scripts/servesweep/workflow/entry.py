@@ -42,13 +42,11 @@ class RuleView(Protocol):
     def held_recipes(self) -> list[str]: ...
     def scenario_of(self, recipe: str) -> str: ...
     def capacity(self, recipe: str, asked: bool = True) -> tuple: ...
-    def will_run(self, recipe: str, conc: int, rehearsal: bool = False) -> None: ...
     def smoke_point(self, recipe: str) -> int: ...
-    def will_check(self, recipe: str, check: str) -> None: ...
 
     evals: list  # (recipe, benchmark) of every selected recipe's accuracy benchmarks
 
-    def start_running(self) -> None: ...
+    def start_running(self, points=(), checks=()) -> None: ...
     def write_selection(self) -> str: ...
 
 
@@ -93,20 +91,14 @@ class SubmittedPlans:
     def write_selection(self) -> str:
         return selection_file(self.cluster_name)
 
-    def will_run(self, recipe: str, conc: int, rehearsal: bool = False) -> None:
-        """The main process wrote the curve files."""
-
     def smoke_point(self, recipe: str) -> int:
         """As the main process chose it: the lowest concurrency with a submitted plan."""
         concs = [int(p.stem[1:]) for p in (self.root / plan_file(recipe, 1)).parent.glob("c*.json")]
         return min(concs, default=1)
 
-    def will_check(self, recipe: str, check: str) -> None:
-        """The main process wrote the curve files."""
-
     evals: list = []  # the main process asks for them
 
-    def start_running(self) -> None:
+    def start_running(self, points=(), checks=()) -> None:
         """The main process wrote the curve files."""
 
 

@@ -84,3 +84,20 @@ def wildcards_only(fn):
     (inspect.signature per job and per callable is a measurable share of a large dry run)."""
     fn._overwrite_params = inspect.signature(fn).parameters
     return fn
+
+
+POINT_RULES = {"point": False, "held_point": False, "rehearse_point": True}  # rule -> rehearsal
+CHECK_RULES = {"smoke": "smoke", "held_smoke": "smoke", "eval": "eval-{benchmark}", "held_eval": "eval-{benchmark}"}
+
+
+def jobs_to_run(workflow) -> tuple[list[tuple[str, int, bool]], list[tuple[str, str]]]:
+    """The points (recipe, conc, rehearsal) and checks (recipe, check) of the jobs Snakemake is about
+    to run, read from its DAG once it is final (the onstart hook): the stack keepers' counts."""
+    points, checks = [], []
+    for job in workflow.dag.needrun_jobs():
+        name, wc = job.rule.name, dict(job.wildcards)
+        if name in POINT_RULES:
+            points.append((wc["recipe"], int(wc["conc"]), POINT_RULES[name]))
+        elif name in CHECK_RULES:
+            checks.append((wc["recipe"], CHECK_RULES[name].format(**wc)))
+    return points, checks

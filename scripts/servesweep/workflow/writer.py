@@ -166,6 +166,8 @@ class Workflow:
         known, decision = self.sel.capacity(recipe)
         if decision.next is not None:
             self._write_plan(recipe, decision.next, False)
+            if asked:  # the probe Snakemake will run next: one more point on the stack
+                self.will_run(recipe, decision.next)
         if asked and self._searching.get(recipe) != (not decision.done):
             self._searching[recipe] = not decision.done
             self._write_curve(recipe, False)
@@ -191,8 +193,8 @@ class Workflow:
         return missing_file(sel.cluster.name, rehearsal)
 
     def will_run(self, recipe: str, conc: int, rehearsal: bool = False) -> None:
-        """Snakemake decided this point runs (called once per job it will run, before any starts):
-        the curve file then tells the stack keeper exactly how many points to expect."""
+        """Snakemake runs this point: the curve file then tells the stack keeper exactly how many
+        points to expect."""
         points = self._will_run.setdefault((recipe, rehearsal), set())
         if conc not in points:
             points.add(conc)
@@ -203,15 +205,20 @@ class Workflow:
         return min(self.sel.recipes[recipe].concurrency)
 
     def will_check(self, recipe: str, check: str) -> None:
-        """Snakemake decided one of the recipe's checks runs: one more turn its stack's keeper waits for."""
+        """Snakemake runs one of the recipe's checks: one more turn its stack's keeper waits for."""
         checks = self._checks.setdefault(recipe, set())
         if check not in checks:
             checks.add(check)
             self._write_curve(recipe, False)
 
-    def start_running(self) -> None:
-        """Snakemake is about to run jobs (its onstart hook): write every curve noted so far; from now
-        on (new probes after a checkpoint) each change is written at once."""
+    def start_running(self, points=(), checks=()) -> None:
+        """Snakemake is about to run jobs (its onstart hook; ``points``, ``checks``: those its DAG runs,
+        workflow/smk.jobs_to_run): write every curve; from now on (a search's next probe after a
+        checkpoint) each change is written at once."""
+        for recipe, conc, rehearsal in points:
+            self.will_run(recipe, conc, rehearsal)
+        for recipe, check in checks:
+            self.will_check(recipe, check)
         self._running = True
         if self.sel.submits_jobs and self.beat is None:  # jobs on other nodes stop when this process is gone
             self.beat = heartbeat.start(self.sel.root)
