@@ -9,9 +9,9 @@ rule summary:
     input:
         selection=paths.selection_file(CLUSTER),
         missing=paths.missing_file(CLUSTER, rehearsal=False),
-        results=selected_results,
-        capacity=selected_capacities,
-        evals=selected_evals,
+        results=KIT.selected_results,
+        capacity=KIT.selected_capacities,
+        evals=KIT.selected_evals,
     output:
         md=report(
             str(paths.SUMMARY_MD), caption="../report/summary.rst", category="Summary"

@@ -5,7 +5,7 @@
 rule capacity:
     input:
         settings=paths.CAPACITY_SETTINGS,  # bounds + SLO: an edit reruns this, not a probe
-        probes=capacity_probes,
+        probes=KIT.capacity_probes(checkpoints),
     output:
         capacity=report(
             paths.CAPACITY,

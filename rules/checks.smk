@@ -5,20 +5,20 @@
 # plan and its own settings: an edit of the request set or of an evals entry reruns only checks.
 
 
-CHECK_RESOURCES = plan_resources(check=True)
+CHECK_RESOURCES = KIT.plan_resources(check=True)
 
 
 rule smoke:
     input:
-        plan=smoke_plan,
+        plan=KIT.smoke_plan(),
         requests=paths.SMOKE_REQUESTS,
     output:
         smoke=paths.SMOKE,
     log:
         paths.SMOKE_LOG,
-    priority: check_priority()
+    priority: KIT.check_priority()
     group:
-        stack_group("stack")
+        KIT.stack_group("stack")
     conda:
         SW_ENV
     resources:
@@ -30,15 +30,15 @@ rule smoke:
 
 rule eval:
     input:
-        plan=smoke_plan,
+        plan=KIT.smoke_plan(),
         settings=paths.EVAL_SETTINGS,
     output:
         evaluation=paths.EVAL,
     log:
         paths.EVAL_LOG,
-    priority: check_priority()
+    priority: KIT.check_priority()
     group:
-        stack_group("stack")
+        KIT.stack_group("stack")
     conda:
         SW_ENV
     resources:
@@ -60,38 +60,38 @@ if HELD:
     # A check of a recipe whose stack is held (Slurm): a step of that stack's job, as its points are.
     rule held_smoke:
         input:
-            plan=smoke_plan,
+            plan=KIT.smoke_plan(),
             requests=paths.SMOKE_REQUESTS,
         output:
             smoke=paths.SMOKE,
         log:
             paths.SMOKE_LOG,
         wildcard_constraints:
-            recipe=held_recipe_pattern(),
-        priority: check_priority()
+            recipe=KIT.held_recipe_pattern(),
+        priority: KIT.check_priority()
         conda:
             SW_ENV
         params:
-            site=slurm_site,
+            site=KIT.slurm_site,
         shell:
             "servesweep run-held-check smoke {input.plan:q} {input.requests:q} {output.smoke:q} {params.site:q}"
             " 2>&1 | tee {log:q}"
 
     rule held_eval:
         input:
-            plan=smoke_plan,
+            plan=KIT.smoke_plan(),
             settings=paths.EVAL_SETTINGS,
         output:
             evaluation=paths.EVAL,
         log:
             paths.EVAL_LOG,
         wildcard_constraints:
-            recipe=held_recipe_pattern(),
-        priority: check_priority()
+            recipe=KIT.held_recipe_pattern(),
+        priority: KIT.check_priority()
         conda:
             SW_ENV
         params:
-            site=slurm_site,
+            site=KIT.slurm_site,
         shell:
             "servesweep run-held-check eval {input.plan:q} {input.settings:q} {output.evaluation:q} {params.site:q}"
             " 2>&1 | tee {log:q}"

@@ -4,19 +4,19 @@
 # A checkpoint: a capacity search (capacity.smk) asks for its next probe only once the previous
 # ones have results; for every other target it is a plain rule. On Slurm, the points of a stack a
 # search or a linger keeps use held_point below instead (one allocation across re-evaluations).
-PLAN_RESOURCES = plan_resources()
+PLAN_RESOURCES = KIT.plan_resources()
 
 
 checkpoint point:
     input:
         plan=paths.PLAN,  # written before the DAG is built (common.smk)
     output:
-        result=point_result(),
+        result=KIT.point_result(),
     log:
         paths.POINT_LOG,
-    priority: stack_priority(False)
+    priority: KIT.stack_priority(False)
     group:
-        stack_group("stack")
+        KIT.stack_group("stack")
     conda:
         SW_ENV
     resources:
@@ -39,16 +39,16 @@ if HELD:
         input:
             plan=paths.PLAN,
         output:
-            result=point_result(),
+            result=KIT.point_result(),
         log:
             paths.POINT_LOG,
         wildcard_constraints:
-            recipe=held_recipe_pattern(),
-        priority: stack_priority(False)
+            recipe=KIT.held_recipe_pattern(),
+        priority: KIT.stack_priority(False)
         conda:
             SW_ENV
         params:
-            site=slurm_site,
+            site=KIT.slurm_site,
         shell:
             "servesweep run-held-point {input.plan:q} {output.result:q} {params.site:q} 2>&1 | tee {log:q}"
 
@@ -57,14 +57,14 @@ if HELD:
 # the engines replaced by the mocker on this host (durations capped).
 rule rehearse_point:
     input:
-        plan=rehearsal_plan,
+        plan=KIT.rehearsal_plan,
     output:
         result=paths.REHEARSAL_RESULT,
     log:
         paths.REHEARSAL_POINT_LOG,
-    priority: stack_priority(True)
+    priority: KIT.stack_priority(True)
     group:
-        stack_group("rehearsal-stack")
+        KIT.stack_group("rehearsal-stack")
     conda:
         SW_ENV
     resources:
