@@ -565,6 +565,41 @@ def test_a_requeued_allocation_runs_again_and_keeps_the_first_attempt(swf):
     assert_no_strays(since, swf, timeout=60)
 
 
+def test_a_point_that_fails_on_a_held_stack_leaves_it_to_the_next_point(swf):
+    """A point's own failure (its aiperf killed mid-benchmark) is not the stack's: the held stack
+    stays up, and the configuration's next point is measured on it, in the same allocation."""
+    base = (HERE / "recipes" / "slurm-agg-2x.yaml").read_text().replace("concurrency: [4, 8]", "concurrency: [2, 3]")
+    base = base.replace("duration_s: 6", "duration_s: 8") + "stack: {linger_s: 1}\n"
+    recipe = swf / "recipes/slurm-point-fails.yaml"
+    recipe.write_text(base.replace("name: slurm-agg-2x", "name: slurm-point-fails"))
+    first, second = "results/slurm-point-fails/c2.json", "results/slurm-point-fails/c3.json"
+    since = time.time()
+    try:
+        proc = _run_until_bench(swf, second, first, "--keep-going", "--config", "cluster=slurm-test", wait_for=first)
+        art = str(swf / "logs/slurm-point-fails/c2/aiperf")
+        client = wait_until(lambda: _process_with(["aiperf", art]), 30, "c2's aiperf")
+        client.kill()
+        out = _finish(proc)
+    finally:
+        recipe.unlink()
+    assert proc.returncode != 0, out[-4000:]
+    assert not (swf / first).exists()
+    reason = json.loads((swf / "logs/slurm-point-fails/c2/failure.json").read_text())["reason"]
+    assert "aiperf exited with code" in reason and "skipped" not in reason, reason
+    doc = json.loads((swf / second).read_text())["identity"]
+    assert doc["job_id"] == _held_job(swf, "slurm-point-fails")  # one allocation for both
+    assert doc["stack"]["position"] == 2  # after the failed point, on the same stack
+    assert_no_strays(since, swf, timeout=60)
+
+
+def _process_with(words: list[str]) -> psutil.Process | None:
+    for p in psutil.process_iter(["cmdline"]):
+        line = " ".join(p.info["cmdline"] or ())
+        if all(w in line for w in words):
+            return p
+    return None
+
+
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
 def test_a_killed_or_interrupted_snakemake_releases_its_held_stack(swf, sig):
     """SIGKILL: the keeper sees the heartbeat stop (15 s here) and ends the job, failing the running
