@@ -8,7 +8,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from servesweep.demo import DEMO_RECIPES
+from servesweep.tools.demo import DEMO_RECIPES
 
 from common import BIN, copy_workflow, header, snakemake, stats
 

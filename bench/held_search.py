@@ -22,7 +22,7 @@ import yaml
 from common import BIN, ROOT, copy_workflow, header, snakemake
 
 sys.path.insert(0, str(ROOT / "scripts"))
-from servesweep.search import Bounds, decide, probes_left_at_most  # noqa: E402
+from servesweep.capacity.search import Bounds, decide, probes_left_at_most  # noqa: E402
 from servesweep.workflow.selection import Selection  # noqa: E402
 
 GB300 = "dsv4-pro-gb300-1p1d-pdep8-ddep8-mtp"

@@ -6,8 +6,8 @@ import functools
 import os
 import sys
 
-from servesweep import paths
-from servesweep.files import private_outputs
+from servesweep.contract import paths
+from servesweep.fileio.files import private_outputs
 from servesweep.workflow import smk
 from servesweep.workflow import writer as sw
 from servesweep.workflow.entry import (

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from servesweep import heartbeat
+from servesweep.contract import heartbeat
 
 from helpers import LOCAL_RECIPES, RELIABILITY, copy_workflow
 

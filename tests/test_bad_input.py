@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from servesweep.errors import InputError
+from servesweep.fileio.errors import InputError
 from servesweep.render.cluster import all_clusters
 from servesweep.render.recipe import load_recipe, load_recipes
 from servesweep.workflow import smk
@@ -168,7 +168,7 @@ def test_fast_and_full_schema_validators_agree():
     import jsonschema
     import yaml
 
-    from servesweep.yamlio import SCHEMA_DIR, fast_validator, schema, validator
+    from servesweep.fileio.yamlio import SCHEMA_DIR, fast_validator, schema, validator
 
     for path in SCHEMA_DIR.glob("*.schema.yaml"):
         jsonschema.Draft202012Validator.check_schema(schema(path.name))
@@ -192,7 +192,7 @@ def test_an_error_only_the_rust_validator_finds_is_still_reported():
     """Python's `$` matches before a trailing newline, Rust's does not: the stricter verdict wins."""
     import yaml
 
-    from servesweep.yamlio import schema_problems, validator
+    from servesweep.fileio.yamlio import schema_problems, validator
 
     doc = yaml.safe_load((Path(__file__).resolve().parents[1] / "recipes" / "local-agg-2x-mocker.yaml").read_text())
     doc["name"] += "\n"

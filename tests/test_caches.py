@@ -9,9 +9,9 @@ import stat
 import pytest
 import yaml
 
-from servesweep import yamlio
-from servesweep.files import write_if_changed
-from servesweep.yamlio import ParseCache, load_yaml
+from servesweep.fileio import yamlio
+from servesweep.fileio.files import write_if_changed
+from servesweep.fileio.yamlio import ParseCache, load_yaml
 
 TEXT = "name: a\nconcurrency: [1, 2]\nenv: {K: v}\n"
 

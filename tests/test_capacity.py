@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from servesweep.errors import InputError
+from servesweep.capacity.search import Bounds, decide, probes_left_at_most
+from servesweep.fileio.errors import InputError
 from servesweep.report.capacity import capacity_deltas, capacity_doc, capacity_section
 from servesweep.report.summary import build_summary
-from servesweep.search import Bounds, decide, probes_left_at_most
 from servesweep.tools.samples import result_doc
 
 from helpers import copy_workflow, snakemake
@@ -168,9 +168,9 @@ def test_slurm_dry_run_runs_a_search_on_a_held_stack_sized_for_its_worst_case(tm
     """On Slurm the production recipe's search holds its stack (a Slurm job of its own): its points
     are local steps into it, and the stack's job is sized for one startup, the stale sweep points,
     the search's worst case of probes and nothing more."""
-    from servesweep.contract import CurveHint, Plan
+    from servesweep.capacity.search import probes_left_at_most
+    from servesweep.contract.plan import CurveHint, Plan
     from servesweep.run.held import HoldRequest
-    from servesweep.search import probes_left_at_most
     from servesweep.workflow.entry import load_or_exit
 
     wf = copy_workflow(tmp_path / "wf", [PROD])

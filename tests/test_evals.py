@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from servesweep.checks import evalsets
-from servesweep.contract import Plan
+from servesweep.contract.plan import Plan
 from servesweep.report.accuracy import accuracy_section, drop_flag
 from servesweep.run import evals
 

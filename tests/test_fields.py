@@ -9,7 +9,7 @@ import re
 import pytest
 import yaml
 
-from servesweep.errors import InputError
+from servesweep.fileio.errors import InputError
 from servesweep.render import kinds
 from servesweep.render.cluster import Cluster, _from_doc
 from servesweep.render.plan import render

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from servesweep import heartbeat
+from servesweep.contract import heartbeat
 
 
 class Clock:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from servesweep.contract.stack_registry import Current
 from servesweep.run.held import HoldRequest, Job, _seconds, held_decision
 from servesweep.run.stackdir import State
-from servesweep.stack_registry import Current
 
 CUR = Current("s1", Path("/x/s1"), 0, "host:1", "abcd", 0.0, "42")
 RUNNING = Job("42", "RUNNING", "node1", 3600.0)
@@ -70,7 +70,7 @@ def test_a_lingering_held_stack_is_seen_from_render(tmp_path):
     """A follow-up run's recipes with these servers go to the held stack while it lingers and is ready."""
     import json
 
-    from servesweep.stack_registry import lingering_held
+    from servesweep.contract.stack_registry import lingering_held
 
     d = tmp_path / "s1"
     d.mkdir()
@@ -95,7 +95,7 @@ def test_a_step_cut_by_the_jobs_end_counts_only_after_its_own_valid_result(tmp_p
     import os
     import time
 
-    from servesweep.contract import Plan
+    from servesweep.contract.plan import Plan
     from servesweep.run.held import _written
     from servesweep.tools.samples import result_doc
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from servesweep.errors import InputError
+from servesweep.fileio.errors import InputError
 from servesweep.render import kinds
 from servesweep.render.cluster import load_cluster_file
 from servesweep.render.plan import render

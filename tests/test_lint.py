@@ -82,7 +82,7 @@ def test_rooms_by_stage_import_one_way_and_without_circles():
 
 
 def test_workflow_paths_are_spelled_in_one_module():
-    """Result, plan, log and curve paths come from servesweep/paths.py, in the code and in the rules."""
+    """Result, plan, log and curve paths come from servesweep/contract/paths.py, in the code and in the rules."""
     spelled = re.compile(r"""["'](results|logs|\.plans)/|c\{(conc|p\.conc|c)\}\.json""")
     files = [*ROOT.glob("scripts/servesweep/**/*.py"), *ROOT.glob("rules/*.smk"), ROOT / "Snakefile"]
     found = [

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from servesweep.contract import Plan
+from servesweep.contract.plan import Plan
 from servesweep.report import summary
 from servesweep.run import log_health
 from servesweep.tools.samples import result_doc

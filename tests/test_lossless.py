@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from servesweep.errors import plain_text
+from servesweep.fileio.errors import plain_text
 from servesweep.run import driver
 
 from helpers import require

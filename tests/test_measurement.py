@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from servesweep.contract import Plan
+from servesweep.contract.plan import Plan
 from servesweep.render.cluster import _from_doc
 from servesweep.render.plan import render
 from servesweep.render.recipe import load_recipe

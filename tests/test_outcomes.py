@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from servesweep.contract import REPEAT_COOLDOWN_S, Plan
+from servesweep.contract.plan import REPEAT_COOLDOWN_S, Plan
 from servesweep.render.plan import render
 from servesweep.render.recipe import Recipe, load_recipe
 from servesweep.run import bench, prefix, repeats, result, server_export

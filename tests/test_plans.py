@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from servesweep.contract import command_of
-from servesweep.encode import canonical
+from servesweep.contract.plan import command_of
+from servesweep.fileio.encode import canonical
 from servesweep.render.plantext import CLIENT_KEYS
 
 from helpers import CLUSTERS, ROOT, copy_workflow, plan_of, servesweep
@@ -261,7 +261,7 @@ def test_file_discovery_across_nodes_is_refused():
 @pytest.mark.parametrize("rehearsal", [False, True])
 def test_no_binding_coincides_for_any_recipe_on_any_cluster(rehearsal):
     """The render-time check, over every shipped recipe and each cluster it names."""
-    from servesweep.contract import Plan
+    from servesweep.contract.plan import Plan
     from servesweep.render.ports import binding_collisions
     from servesweep.render.recipe import load_recipe
 
@@ -274,7 +274,7 @@ def test_no_binding_coincides_for_any_recipe_on_any_cluster(rehearsal):
 def test_a_container_side_trace_reaches_aiperf_as_its_host_path():
     """Seed 000 on hcm-hgx02: trace_dir is /traces, the container side of /lustre/traces:/traces; aiperf
     runs on the host, so the plan hands it the host side (the model stays container-side: engines read it)."""
-    from servesweep.contract import host_side
+    from servesweep.contract.plan import host_side
 
     plan = plan_of("gemma4-livekit-2tp4-dyn-vllm-prod", cluster="hcm-hgx02")
     assert plan["benchmark"]["dataset"]["path"] == "/lustre/traces/livekit/v1.1-warm.jsonl"
@@ -287,7 +287,7 @@ def test_a_container_side_trace_reaches_aiperf_as_its_host_path():
 
 def test_the_runtime_reference_grammar_is_defined_once_and_documented():
     """contract.RUNTIME_REF is the grammar every side uses; the contract's docstring names each reference."""
-    from servesweep import contract
+    from servesweep.contract import plan as contract
     from servesweep.render import recipe
     from servesweep.run import spawn
     from servesweep.workflow import engine_args

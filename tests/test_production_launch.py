@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from servesweep.contract import Plan
+from servesweep.contract.plan import Plan
 from servesweep.run.spawn import Context
 
 from helpers import STACK_CREDENTIALS, plan_of

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from servesweep.errors import InputError
-from servesweep.files import read_json_object as _read_json
+from servesweep.fileio.errors import InputError
+from servesweep.fileio.files import read_json_object as _read_json
 from servesweep.report.capacity import capacity_doc, load_capacities
 from servesweep.report.summary import build_summary
 from servesweep.tools.samples import result_doc
@@ -92,7 +92,7 @@ def test_a_file_where_the_results_directory_belongs_fails_the_dry_run(tmp_path):
 
 
 def test_a_curve_file_is_checked_before_the_keeper_trusts_it(tmp_path):
-    from servesweep.contract import curve_doc, read_curve
+    from servesweep.contract.plan import curve_doc, read_curve
 
     f = tmp_path / "curve.json"
     f.write_text(json.dumps(curve_doc(3, True, 30, 600)))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from servesweep.paths import plan_file
+from servesweep.contract.paths import plan_file
 from servesweep.workflow import memo as memo_mod
 from servesweep.workflow import selection as selection_mod
 from servesweep.workflow.memo import MEMO_FILE
@@ -104,7 +104,7 @@ def test_a_settled_plan_file_is_trusted_by_its_stat_and_any_write_breaks_that(wf
 
 
 def test_sources_and_selection_are_made_again_only_when_their_inputs_or_files_changed(wf, monkeypatch):
-    from servesweep.paths import selection_file, source_file
+    from servesweep.contract.paths import selection_file, source_file
     from servesweep.workflow import writer as workflow_mod
 
     monkeypatch.setattr(memo_mod, "SETTLED_NS", 0)
@@ -168,7 +168,7 @@ def test_other_cluster_facts_or_code_make_another_key(wf, monkeypatch):
 
 
 def test_a_valid_recipe_is_not_checked_again_an_invalid_one_always_is(wf, monkeypatch):
-    from servesweep.errors import InputError
+    from servesweep.fileio.errors import InputError
     from servesweep.render import cluster as cluster_mod
     from servesweep.render import recipe as recipe_mod
 

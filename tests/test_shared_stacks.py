@@ -12,8 +12,8 @@ import os
 import pytest
 import yaml
 
-from servesweep import heartbeat
-from servesweep.paths import curve_file, plan_file
+from servesweep.contract import heartbeat
+from servesweep.contract.paths import curve_file, plan_file
 from servesweep.render.plan import render
 from servesweep.render.recipe import load_recipe
 from servesweep.workflow.selection import Selection
@@ -143,8 +143,8 @@ def test_a_recipe_that_reuses_no_stack_is_alone(tmp_path):
 def test_a_points_client_side_is_checked_apart_from_its_stacks(tmp_path):
     """A missing trace fails the point that reads it, never the stack that points of other
     scenarios share; a missing model fails the stack."""
-    from servesweep.contract import Plan
-    from servesweep.preflight import check_plan
+    from servesweep.checks.preflight import check_plan
+    from servesweep.contract.plan import Plan
 
     doc = copy.deepcopy(BASE.doc)
     doc["scenario"]["dataset"]["trace"]["path"] = "recipes/traces/nowhere.jsonl"

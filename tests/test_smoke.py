@@ -11,7 +11,7 @@ import re
 import pytest
 import yaml
 
-from servesweep.contract import Plan
+from servesweep.contract.plan import Plan
 from servesweep.run import smoke
 
 from helpers import ROOT, copy_workflow, no_processes_left, plan_of, servesweep, snakemake, stack_logs

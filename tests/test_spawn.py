@@ -7,8 +7,8 @@ import os
 import subprocess
 from pathlib import Path
 
-from servesweep.contract import Plan
-from servesweep.encode import canonical
+from servesweep.contract.plan import Plan
+from servesweep.fileio.encode import canonical
 from servesweep.run.spawn import STEP_WRAPPER, Context, SrunSpawner
 
 from helpers import ETCD_TLS_ENV, STACK_CREDENTIALS, plan_of

@@ -132,8 +132,8 @@ def test_a_follow_up_run_adopts_a_lingering_stack_and_counts_from_there(tmp_path
 
 
 def test_the_registry_records_the_current_stack_and_distrusts_a_file_it_did_not_write(tmp_path):
+    from servesweep.contract.stack_registry import Current
     from servesweep.run.stackdir import Registry
-    from servesweep.stack_registry import Current
 
     reg = Registry(tmp_path)
     assert reg.current() is None  # nothing recorded yet

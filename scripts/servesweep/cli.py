@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .errors import InputError, Problem
+from .fileio.errors import InputError, Problem
 
 
 def _recipe_files(files: list[str]) -> list[Path]:
@@ -53,7 +53,7 @@ def _engine_arg_lines(recipe, cluster) -> tuple[list[str], list[Problem]]:
 
 
 def cmd_plan(a) -> int:
-    from .encode import pretty
+    from .fileio.encode import pretty
     from .render.cluster import all_clusters
     from .render.plan import render
     from .render.recipe import load_recipes
@@ -138,7 +138,7 @@ def _diffcmd():
 
 
 def cmd_demo(a) -> int:
-    from .demo import run_demo
+    from .tools.demo import run_demo
 
     return run_demo(str(Path(sys.executable).with_name("snakemake")))
 

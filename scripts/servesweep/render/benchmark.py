@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ..contract import REPEAT_COOLDOWN_S, host_side
+from ..contract.plan import REPEAT_COOLDOWN_S, host_side
 from . import scenarios
 from .cluster import Cluster
 

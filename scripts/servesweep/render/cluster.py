@@ -11,8 +11,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from ..errors import InputError, Problem
-from ..yamlio import load_yaml, schema_problems
+from ..fileio.errors import InputError, Problem
+from ..fileio.yamlio import load_yaml, schema_problems
 from . import kinds
 from .ports import PORT_LIMIT
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from ..errors import Problem
+from ..fileio.errors import Problem
 from .engines import ProcessSpec
 from .ports import PortAllocator
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..contract import PLAN_SCHEMA, Process
-from ..encode import digest, encode
-from ..errors import InputError, Problem
+from ..contract.plan import PLAN_SCHEMA, Process
+from ..fileio.encode import digest, encode
+from ..fileio.errors import InputError, Problem
 from . import benchmark, engines, kinds, kvstore, preamble, topology
 from .cluster import Cluster
 from .kinds.dynamo_frontend import FRONTEND

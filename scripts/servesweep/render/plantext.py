@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..encode import digest, encode, encode_key
+from ..fileio.encode import digest, encode, encode_key
 
 POINT_KEYS = ("benchmark", "point", "resources")  # what a point sets on its layout
 # What the client side decides (with POINT_KEYS): left out of a stack's server identity, so points

@@ -12,7 +12,7 @@ port by a slot (``run.slots``).
 
 from __future__ import annotations
 
-from ..contract import PortBlock
+from ..contract.plan import PortBlock
 
 # Every port stays below 32768: Dynamo parses DYN_SYSTEM_PORT as a signed 16-bit
 # integer (measured: 40753 is rejected), and Linux hands out 32768+ as ephemeral ports.

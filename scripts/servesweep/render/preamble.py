@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 
-from ..contract import PREAMBLE_SCRIPT
-from ..errors import Problem
+from ..contract.plan import PREAMBLE_SCRIPT
+from ..fileio.errors import Problem
 from . import kinds
 
 SCRIPT = PREAMBLE_SCRIPT  # the driver copies run/preamble.py there; every container mounts the run dir

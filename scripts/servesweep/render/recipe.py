@@ -11,12 +11,12 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import paths
+from ..capacity.search import capacity_problems
 from ..checks.evalsets import recipe_problems
-from ..contract import RUNTIME_REF, SECRET_NAME, USER_REF_NAMES
-from ..errors import InputError, Problem
-from ..search import capacity_problems
-from ..yamlio import ParseCache, load_yaml, schema_problems
+from ..contract import paths
+from ..contract.plan import RUNTIME_REF, SECRET_NAME, USER_REF_NAMES
+from ..fileio.errors import InputError, Problem
+from ..fileio.yamlio import ParseCache, load_yaml, schema_problems
 from . import env_readers, flags, kinds, kvstore, preamble, scenarios, topology
 from .cluster import Cluster
 from .topology import Role

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from .. import paths
-from ..yamlio import checked_json
+from ..contract import paths
+from ..fileio.yamlio import checked_json
 
 HEADERS = ["recipe", "benchmark", "tasks", "score", "± stderr", "correct / total", "unparsed", "baseline", ""]
 

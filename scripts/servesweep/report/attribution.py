@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from ..sourcediff import cut, source_changes
+from .sourcediff import cut, source_changes
 
 HEADERS = ["recipe", "conc compared", "what differs (recipe terms)"]
 

@@ -8,13 +8,13 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from ..encode import canonical
-from ..errors import InputError, Problem
-from ..figures import BY_NAME
-from ..files import write_if_changed
-from ..search import Bounds, decide
-from ..slo import slo_verdicts
-from ..yamlio import checked_json
+from ..capacity.search import Bounds, decide
+from ..capacity.slo import slo_verdicts
+from ..contract.figures import BY_NAME
+from ..fileio.encode import canonical
+from ..fileio.errors import InputError, Problem
+from ..fileio.files import write_if_changed
+from ..fileio.yamlio import checked_json
 from .capacity_plot import capacity_plot
 from .fmt import num
 

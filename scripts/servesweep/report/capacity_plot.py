@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import figures
+from ..contract import figures
 
 
 def _conc_line(ax, conc, colour: str, label: str) -> None:

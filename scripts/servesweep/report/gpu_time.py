@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 from tabulate import tabulate
 
-from ..files import read_json_object
+from ..fileio.files import read_json_object
 from .fmt import num
 
 HEADERS = [

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import figures
+from ..contract import figures
 
 THROUGHPUT = "total_tps_per_gpu"  # the field's headline: input + output tokens per second per GPU
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..errors import InputError, Problem
-from ..yamlio import checked_json
+from ..fileio.errors import InputError, Problem
+from ..fileio.yamlio import checked_json
 
 COMPARED = ("status", "ok", "content", "reasoning", "tool_calls", "finish_reason", "usage")
 SHOWN = 80  # characters of a differing value

@@ -11,10 +11,10 @@ from pathlib import Path
 import pandas as pd
 from tabulate import tabulate
 
-from .. import figures, paths
-from ..files import write_if_changed
-from ..slo import slo_verdicts
-from ..yamlio import checked_json
+from ..capacity.slo import slo_verdicts
+from ..contract import figures, paths
+from ..fileio.files import write_if_changed
+from ..fileio.yamlio import checked_json
 from .accuracy import accuracy_section, load_evals
 from .attribution import attribution_section
 from .capacity import capacity_section, load_capacities

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..contract import Plan
+from ..contract.plan import Plan
 from .spawn import Context
 
 

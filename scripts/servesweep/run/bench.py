@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..contract import REPEAT_COOLDOWN_S, Plan
-from ..encode import num_arg
+from ..contract.plan import REPEAT_COOLDOWN_S, Plan
+from ..fileio.encode import num_arg
 from . import metrics, repeats
 from .spawn import Context
 

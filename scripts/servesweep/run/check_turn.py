@@ -8,11 +8,11 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
-from .. import paths
-from ..contract import Plan
-from ..encode import canonical
-from ..files import write_if_changed
-from ..yamlio import schema_errors
+from ..contract import paths
+from ..contract.plan import Plan
+from ..fileio.encode import canonical
+from ..fileio.files import write_if_changed
+from ..fileio.yamlio import schema_errors
 from .driver import FAILURES, keep_earlier_attempt, open_stack
 from .driver_io import Interrupted, Say, now, private_plan, raise_interrupt
 

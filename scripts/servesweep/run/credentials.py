@@ -20,7 +20,7 @@ import ssl
 import subprocess
 from pathlib import Path
 
-from ..contract import TLS_CA, TLS_CERT, TLS_DIR, TLS_KEY, TLS_PEM_REFS, Plan
+from ..contract.plan import TLS_CA, TLS_CERT, TLS_DIR, TLS_KEY, TLS_PEM_REFS, Plan
 
 KINDS = ("nats_password",)
 NATS_CONFIG = "nats-auth.conf"

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import psutil
 
-from .. import paths
-from ..contract import CurveHint, Plan, curve_file, read_curve
-from ..stack_registry import Current
+from ..contract import paths
+from ..contract.plan import CurveHint, Plan, curve_file, read_curve
+from ..contract.stack_registry import Current
 from .metrics import http_post_json
 from .ready import PointFailed
 from .stack import StackInfo

@@ -12,11 +12,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import paths, preflight
-from ..contract import PREAMBLE_SCRIPT, Plan, plan_source, stack_reuse_allowed
-from ..errors import plain_text
-from ..heartbeat import Watch
-from ..preflight import PreflightFailed
+from ..checks import preflight
+from ..checks.preflight import PreflightFailed
+from ..contract import paths
+from ..contract.heartbeat import Watch
+from ..contract.plan import PREAMBLE_SCRIPT, Plan, plan_source, stack_reuse_allowed
+from ..fileio.errors import plain_text
 from . import bench, credentials, hoststall, log_health, metrics, prefix, repeats, result, server_export, slots, slurm
 from .curve import Invocation, SharedStack, reset_prefix_caches
 from .driver_io import Interrupted, Say, now, private_plan, raise_interrupt

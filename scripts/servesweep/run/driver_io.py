@@ -7,7 +7,7 @@ import signal
 import sys
 from pathlib import Path
 
-from ..contract import Plan, PlanError, load_plan
+from ..contract.plan import Plan, PlanError, load_plan
 
 
 class Interrupted(BaseException):
@@ -38,7 +38,7 @@ class Say:
 
 def private_plan(plan_path: Path) -> Plan | None:
     """A point's plan, read with private outputs from here on; None (the reason said) if it is not one."""
-    from ..files import private_outputs
+    from ..fileio.files import private_outputs
 
     private_outputs()
     try:

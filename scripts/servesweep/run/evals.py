@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from ..checks.evalsets import EVAL_SETS, problem_count
-from ..contract import Plan
-from ..encode import digest
+from ..contract.plan import Plan
+from ..fileio.encode import digest
 from . import bench, check_turn
 from .ready import PointFailed
 from .spawn import LocalSpawner, inherited_env, stop_all

@@ -23,12 +23,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import paths
-from ..contract import CurveHint, Plan, batch_step_tasks, sbatch_args, slurm_resources
-from ..errors import plain_text
-from ..heartbeat import ENV as HEARTBEAT_ENV
-from ..stack_registry import Current
-from ..yamlio import checked_json
+from ..contract import paths
+from ..contract.heartbeat import ENV as HEARTBEAT_ENV
+from ..contract.plan import CurveHint, Plan, batch_step_tasks, sbatch_args, slurm_resources
+from ..contract.stack_registry import Current
+from ..fileio.errors import plain_text
+from ..fileio.yamlio import checked_json
 from .curve import curve_state, expected_points, snakemake_ancestor, stacks_root
 from .driver import default_log_dir, keep_earlier_attempt
 from .driver_io import Say, now, private_plan

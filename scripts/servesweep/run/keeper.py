@@ -6,9 +6,9 @@ import signal
 import time
 from pathlib import Path
 
-from ..contract import load_plan
-from ..heartbeat import Watch
-from ..preflight import PreflightFailed
+from ..checks.preflight import PreflightFailed
+from ..contract.heartbeat import Watch
+from ..contract.plan import load_plan
 from .credentials import ControlPlaneAuthError
 from .curve import IDLE_TIMEOUT_S, curve_state
 from .driver_io import Interrupted, Say, raise_interrupt

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..contract import Plan
+from ..contract.plan import Plan
 
 TRACEBACK = "Traceback (most recent call last):"
 # fatal markers by the role that prints them (its own log format); "*" applies to every process

@@ -14,7 +14,7 @@ import socket
 import time
 from dataclasses import dataclass, field
 
-from ..contract import Plan
+from ..contract.plan import Plan
 from .credentials import client_context
 from .metrics import http_get, http_post_json
 from .spawn import Context, Handle

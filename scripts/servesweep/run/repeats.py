@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..figures import per_gpu
+from ..contract.figures import per_gpu
 
 CONFIDENCE = 0.95
 COUNTS = ("request_count", "error_request_count", "total_output_tokens", "total_isl", "total_osl")

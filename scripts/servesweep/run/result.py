@@ -7,11 +7,11 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..contract import Plan
-from ..encode import canonical
-from ..figures import PER_GPU, per_gpu
-from ..files import write_if_changed
-from ..yamlio import schema_errors
+from ..contract.figures import PER_GPU, per_gpu
+from ..contract.plan import Plan
+from ..fileio.encode import canonical
+from ..fileio.files import write_if_changed
+from ..fileio.yamlio import schema_errors
 from . import bench, metrics
 
 RESULT_SCHEMA = "servesweep.result/3"

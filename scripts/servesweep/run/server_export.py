@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..contract import Plan
+from ..contract.plan import Plan
 from .repeats import run_dirs
 
 

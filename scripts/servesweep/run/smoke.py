@@ -12,9 +12,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from ..contract import Plan
-from ..encode import digest
-from ..yamlio import load_yaml
+from ..contract.plan import Plan
+from ..fileio.encode import digest
+from ..fileio.yamlio import load_yaml
 from . import check_turn
 
 SCHEMA = "servesweep.smoke/1"

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import psutil
 
-from ..contract import RUNTIME_REF, Process, without_secrets
-from ..errors import plain_text
+from ..contract.plan import RUNTIME_REF, Process, without_secrets
+from ..fileio.errors import plain_text
 
 REF = RUNTIME_REF
 # Runs first in every srun step (a constant script; the process argv follows

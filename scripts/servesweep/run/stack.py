@@ -8,8 +8,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .. import preflight
-from ..contract import CONTROL_ROLES, Plan
+from ..checks import preflight
+from ..contract.plan import CONTROL_ROLES, Plan
 from . import balancer, credentials, preamble, slots, slurm
 from .ready import Readiness, RegistrationWatch, check_alive, wait_healthy, wait_ready
 from .spawn import Context, Handle, LocalSpawner, SrunSpawner, stop_all

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import psutil
 
-from ..files import read_json_object as read_json
-from ..files import write_if_changed
-from ..stack_registry import CURRENT_FILE, STATE_FILE, TRANSITIONS, Current, State, read_current
+from ..contract.stack_registry import CURRENT_FILE, STATE_FILE, TRANSITIONS, Current, State, read_current
+from ..fileio.files import read_json_object as read_json
+from ..fileio.files import write_if_changed
 
 
 class ProtocolError(Exception):

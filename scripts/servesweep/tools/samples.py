@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .. import paths
+from ..contract import paths
 from ..render.kinds.dynamo_mocker import KIND as SAMPLE_KIND  # what the local sweep's samples ran
 
 

@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..paths import result_file
+from ..contract.paths import result_file
 from .selection import CHECK_S
 
 

@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..search import Bounds, Decision, decide, describe, probe_met, probes_left_at_most
+from ..capacity.search import Bounds, Decision, decide, describe, probe_met, probes_left_at_most
 
 
 class CapacitySearches:

@@ -11,12 +11,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..contract import plan_source
-from ..errors import InputError, Problem
+from ..contract.plan import plan_source
+from ..fileio.errors import InputError, Problem
 from ..render.cluster import all_clusters
 from ..render.plan import render
 from ..render.recipe import load_recipes
-from ..sourcediff import Change, source_changes
+from ..report.sourcediff import Change, source_changes
 from . import why
 
 

@@ -19,8 +19,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..contract import ENGINE_ROLES, RUNTIME_REF, command_of
-from ..errors import Problem
+from ..contract.plan import ENGINE_ROLES, RUNTIME_REF, command_of
+from ..fileio.errors import Problem
 from ..render import kinds, preamble
 from ..render.flags import iter_flags
 from ..render.kinds.base import ArgParser

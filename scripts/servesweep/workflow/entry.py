@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 from typing import Protocol
 
-from ..contract import batch_step_tasks
-from ..errors import InputError, Problem
-from ..paths import plan_file, selection_file
+from ..contract.paths import plan_file, selection_file
+from ..contract.plan import batch_step_tasks
+from ..fileio.errors import InputError, Problem
 from . import why
 from .bill import say_bill
 from .selection import Selection

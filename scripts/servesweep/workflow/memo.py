@@ -26,8 +26,8 @@ import os
 import time
 from pathlib import Path
 
-from ..encode import canonical, digest
-from ..files import write_if_changed
+from ..fileio.encode import canonical, digest
+from ..fileio.files import write_if_changed
 
 MEMO_FILE = ".snakemake/servesweep/rendered.json"
 FORMAT = "servesweep.render-memo/3"

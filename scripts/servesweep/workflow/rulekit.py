@@ -11,8 +11,8 @@ import re
 from snakemake.exceptions import WorkflowError
 from snakemake.io import report
 
-from .. import paths
-from ..contract import slurm_resources
+from ..contract import paths
+from ..contract.plan import slurm_resources
 from . import smk
 from .smk import wildcards_only
 

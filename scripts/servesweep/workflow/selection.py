@@ -12,15 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..checks.evalsets import problem_count
-from ..contract import Plan, batch_step_tasks, stack_reuse_allowed
-from ..errors import InputError, Problem
-from ..paths import POINT_TARGET, capacity_file, plan_file, result_file, run_dir
-from ..preflight import check_plan
+from ..checks.preflight import check_plan
+from ..contract.paths import POINT_TARGET, capacity_file, plan_file, result_file, run_dir
+from ..contract.plan import Plan, batch_step_tasks, stack_reuse_allowed
+from ..fileio.errors import InputError, Problem
+from ..fileio.yamlio import ParseCache
 from ..render.cluster import all_clusters
 from ..render.plan import layout, render_point
 from ..render.recipe import Recipe, load_recipes
 from ..render.topology import PlacementError
-from ..yamlio import ParseCache
 from . import why
 from .capacity_search import CapacitySearches
 from .engine_args import check_engine_args, pending

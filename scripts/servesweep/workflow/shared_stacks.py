@@ -7,8 +7,8 @@ or a linger keeps is *held* instead: a Slurm job of its own that its points reac
 
 from __future__ import annotations
 
-from ..paths import stacks_dir
-from ..stack_registry import lingering_held
+from ..contract.paths import stacks_dir
+from ..contract.stack_registry import lingering_held
 
 
 class SharedStacks:

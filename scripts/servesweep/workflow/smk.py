@@ -10,7 +10,7 @@ import inspect
 import os
 import sys
 
-from .. import paths
+from ..contract import paths
 
 SUPPORTED = ((9, 0), (10, 0))  # [from, to): the releases these internals were read from
 

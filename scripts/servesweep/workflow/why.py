@@ -13,16 +13,16 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import paths
 from ..checks.evalsets import settings_doc
-from ..contract import PLAN_SCHEMA
-from ..encode import canonical, digest
-from ..paths import result_file
+from ..contract import paths
+from ..contract.paths import result_file
+from ..contract.plan import PLAN_SCHEMA
+from ..fileio.encode import canonical, digest
+from ..fileio.yamlio import checked_json
 from ..render.cluster import Cluster, _from_doc
 from ..render.plan import render
 from ..render.recipe import Recipe
-from ..sourcediff import _ABSENT, CUT, SOURCE_SCHEMA, Change, cut, reporting_changes, source_changes
-from ..yamlio import checked_json
+from ..report.sourcediff import _ABSENT, CUT, SOURCE_SCHEMA, Change, cut, reporting_changes, source_changes
 
 MAX_LINES = 20  # the dry run's cause lines before "… N more"
 

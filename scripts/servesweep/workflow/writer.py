@@ -10,12 +10,9 @@ import os
 import time
 from pathlib import Path
 
-from .. import heartbeat
 from ..checks.evalsets import settings_doc
-from ..contract import STACK_REUSE_ENV, curve_doc, curve_file
-from ..encode import canonical, digest
-from ..files import read_json_object, write_if_changed
-from ..paths import (
+from ..contract import heartbeat
+from ..contract.paths import (
     REHEARSAL_SUMMARY_MD,
     SUMMARY_MD,
     bill_file,
@@ -28,6 +25,9 @@ from ..paths import (
     selection_file,
     source_file,
 )
+from ..contract.plan import STACK_REUSE_ENV, curve_doc, curve_file
+from ..fileio.encode import canonical, digest
+from ..fileio.files import read_json_object, write_if_changed
 from . import why
 from .bill import bill_doc, stack_bills
 from .selection import CHECK_S, Point, Selection

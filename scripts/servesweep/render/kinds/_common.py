@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...contract import PortBlock
+from ...contract.plan import PortBlock
 from ..engines import EngineInput
 from ..ports import ranks_of
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...encode import num_arg
+from ...fileio.encode import num_arg
 from ..engines import Planes, ProcessSpec, host_env, http_urls
 from ..ports import PortAllocator
 from .base import ArgParser

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .paths import POINT_TARGET, REPORT, SUMMARY_MD, plots_dir
+from ..contract.paths import POINT_TARGET, REPORT, SUMMARY_MD, plots_dir
 
 # what the demo runs: the aggregated mocker miniature, real vLLM on the CPU behind Dynamo's frontend +
 # KV router, and a capacity search (README, "The two commands"); the whole local sweep is one command more

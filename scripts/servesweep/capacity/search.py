@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import Problem
+from ..fileio.errors import Problem
 from .slo import slo_verdicts
 
 

@@ -17,7 +17,7 @@ from . import inputguard
 from .errors import Problem, field_path
 from .files import write_if_changed
 
-SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schemas"
+SCHEMA_DIR = Path(__file__).resolve().parents[3] / "schemas"
 
 
 _BASE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when present: ~10x faster

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from ..fileio.yamlio import checked_json, schema_errors
 from . import paths
-from .yamlio import checked_json, schema_errors
 
 PLAN_SCHEMA = "servesweep.plan/7"
 # The runtime-reference grammar: {KIND:PROC[.PORT]} or {NAME}; only the run resolves them.

@@ -18,7 +18,7 @@ import threading
 import time
 from pathlib import Path
 
-from .files import write_if_changed
+from ..fileio.files import write_if_changed
 
 ENV = "SERVESWEEP_HEARTBEAT"  # the heartbeat file of the main process that submitted this job
 TIMEOUT_ENV = "SERVESWEEP_HEARTBEAT_TIMEOUT_S"

@@ -12,8 +12,8 @@ import os
 import shutil
 from pathlib import Path
 
-from .contract import Plan, host_side
-from .errors import Problem
+from ..contract.plan import Plan, host_side
+from ..fileio.errors import Problem
 
 
 class PreflightFailed(Exception):

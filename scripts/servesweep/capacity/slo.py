@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .figures import SLO_FIGURES
+from ..contract.figures import SLO_FIGURES
 
 
 def slo_verdicts(slo: dict, f: dict) -> dict:

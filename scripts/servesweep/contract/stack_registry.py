@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from .files import read_json_object
+from ..fileio.files import read_json_object
 
 CURRENT_FILE = "current.json"
 STATE_FILE = "state.json"  # in a stack's own dir: the keeper's state (run/stackdir publishes it)
