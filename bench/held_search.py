@@ -32,7 +32,7 @@ ASSUMED_BOUNDS = {"min": 64, "max": 1024, "tolerance": 32}  # around the seed's 
 
 def on_paper(probes: int | None) -> None:
     sel = Selection(ROOT, "gb300", [GB300])
-    plan, _ = sel.rendered(GB300, sel.recipes[GB300].concurrency[0])
+    plan, _ = sel.index.rendered(GB300, sel.recipes[GB300].concurrency[0])
     res = plan["resources"]
     gpus = res["nodes"] * res["gpus_per_node"]
     bounds = Bounds.of(ASSUMED_BOUNDS)

@@ -196,7 +196,7 @@ def test_sweep_text_is_the_canonical_plan_and_fingerprints_hash_it():
         sel = Selection(ROOT, cluster)
         for rehearsal in (False, True):
             for p in sel.points:
-                plan, text = sel._render(p.recipe, p.conc, rehearsal)
+                plan, text = sel.index._render(p.recipe, p.conc, rehearsal)
                 assert text == canonical(plan)
                 body = {k: v for k, v in plan.items() if k != "fingerprints"}
                 curve = {k: v for k, v in body.items() if k not in ("concurrency", "point")}
@@ -322,7 +322,7 @@ def test_the_selection_only_reads_and_the_workflow_writes(tmp_path):
     for cluster in ("local", "hcm-hgx02"):
         sel = Selection(wf, cluster)
         for p in sel.points:
-            sel.rendered(p.recipe, p.conc)
+            sel.index.rendered(p.recipe, p.conc)
             sel.fingerprint(p.recipe, p.conc)
             sel.resources(p.recipe, p.conc)
         sel.staleness()

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from servesweep.contract.paths import plan_file
+from servesweep.workflow import index as index_mod
 from servesweep.workflow import memo as memo_mod
-from servesweep.workflow import selection as selection_mod
 from servesweep.workflow.memo import MEMO_FILE
 from servesweep.workflow.selection import Selection
 from servesweep.workflow.writer import Workflow
@@ -24,18 +24,18 @@ RECIPE = "local-agg-2x-mocker"
 def _run(wf: Path, cluster: str = "local") -> tuple[Selection, list]:
     """One dry run's render side; the points it rendered (not recalled)."""
     rendered = []
-    real = selection_mod.render_point
+    real = index_mod.render_point
 
     def counting(recipe, cluster, conc, *a, **k):
         rendered.append((recipe.name, conc))
         return real(recipe, cluster, conc, *a, **k)
 
-    selection_mod.render_point = counting
+    index_mod.render_point = counting
     try:
         sel = Selection(wf, cluster)
         Workflow(sel).write_plans()
     finally:
-        selection_mod.render_point = real
+        index_mod.render_point = real
     return sel, rendered
 
 
@@ -159,7 +159,7 @@ def test_a_damaged_or_altered_memo_is_ignored(wf, damage):
 def test_other_cluster_facts_or_code_make_another_key(wf, monkeypatch):
     sel = Selection(wf, "local")
     r = sel.recipes[RECIPE]
-    m = sel.memo
+    m = sel.index.memo
     key = m.key(r, sel.cluster, None)
     assert m.key(r, sel.clusters["hcm-hgx02"], None) != key
     assert m.key(r, sel.cluster, sel.clusters["local"]) != key  # rehearsal
@@ -200,15 +200,15 @@ def test_rehearsal_plans_are_recalled_after_the_selected_ones_were_saved(wf):
 
     def dry_run() -> list:
         rendered = []
-        real = selection_mod.render_point
-        selection_mod.render_point = lambda recipe, *a, **k: rendered.append(recipe.name) or real(recipe, *a, **k)
+        real = index_mod.render_point
+        index_mod.render_point = lambda recipe, *a, **k: rendered.append(recipe.name) or real(recipe, *a, **k)
         try:
             flow = Workflow(Selection(wf, "local"))
             flow.write_plans()
             flow.write_plans(rehearsal=True)
             flow.write_selection()
         finally:
-            selection_mod.render_point = real
+            index_mod.render_point = real
         return rendered
 
     assert dry_run()
@@ -222,13 +222,13 @@ def test_the_load_pauses_garbage_collection_and_always_restores_it(wf):
 
     assert gc.isenabled()
     seen = []
-    real = selection_mod.Selection.__init__
+    real = Selection.__init__
 
     def spy(self, *a, **k):
         seen.append(gc.isenabled())
         real(self, *a, **k)
 
-    selection_mod.Selection.__init__ = spy
+    Selection.__init__ = spy
     umask = os.umask(0o022)  # the load makes this process's outputs private: put that back after
     try:
         load_or_exit(wf, "local")
@@ -237,5 +237,5 @@ def test_the_load_pauses_garbage_collection_and_always_restores_it(wf):
             load_or_exit(wf, "no-such-cluster")
         assert gc.isenabled()
     finally:
-        selection_mod.Selection.__init__ = real
+        Selection.__init__ = real
         os.umask(umask)

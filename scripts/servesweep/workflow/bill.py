@@ -61,10 +61,10 @@ def stack_bills(sel) -> list[StackBill]:
             continue
         seen.add(mates)
         reuse = sel.reuse(r.name)
-        points = sel.stacks.stale_points(r.name) if reuse else [(r.name, c) for c in sel.curve_points(r.name)]
+        points = sel.stacks.stale_points(r.name) if reuse else [(r.name, c) for c in sel.run.curve_points(r.name)]
         if not points:
             continue
-        res = sel.plan_resources(*points[0])
+        res = sel.index.facts(*points[0]).resources
         measured = measured_startup_s(sel.root, mates, {m: sel.recipes[m].concurrency for m in mates})
         probes = sel.stacks.points_s(r.name, []) if reuse else 0.0
         bills.append(
@@ -75,7 +75,7 @@ def stack_bills(sel) -> list[StackBill]:
                 allocations=1 if reuse else len(points),
                 startup_s=measured if measured is not None else res["startup_s"],
                 startup_measured=measured is not None,
-                points_s=sum(sel.plan_resources(m, c)["point_s"] for m, c in points),
+                points_s=sum(sel.index.facts(m, c).resources["point_s"] for m, c in points),
                 probes_s=probes,
                 linger_s=sel.stacks.linger_s(r.name) if reuse else 0.0,
                 checks_s=CHECK_S * sum(len(sel.recipes[m].evals) for m in mates),

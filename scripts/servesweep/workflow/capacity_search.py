@@ -12,42 +12,43 @@ import sys
 from pathlib import Path
 
 from ..capacity.search import Bounds, Decision, decide, describe, probe_met, probes_left_at_most
+from .index import PointIndex
 
 
 class CapacitySearches:
     """The capacity searches of a selection (recipes that declare ``capacity``)."""
 
-    def __init__(self, selection):
-        self.sel = selection
-        self.recipes = [r.name for r in selection.selected if "capacity" in r.doc]
+    def __init__(self, index: PointIndex, selected: list):
+        self.index = index
+        self.recipes = [r.name for r in selected if "capacity" in r.doc]
         self._docs: dict[Path, tuple] = {}  # result -> ((mtime_ns, size), its identity and figures)
         self._said: set[str] = set()
 
     def bounds(self, recipe: str) -> Bounds:
-        return Bounds.of(self.sel.recipes[recipe].doc["capacity"])
+        return Bounds.of(self.index.recipes[recipe].doc["capacity"])
 
     def settings_doc(self, name: str) -> dict:
         """What the capacity rule needs of a recipe (written only when it changes: an SLO or bounds
         edit reruns the capacity rule, never a probe)."""
-        r = self.sel.recipes[name]
+        r = self.index.recipes[name]
         return {
             "recipe": name,
             "source": r.source,
             "scenario": r.doc["scenario"]["name"],
-            "cluster": self.sel.cluster.name,
+            "cluster": self.index.cluster.name,
             "bounds": self.bounds(name).to_json(),
             "slo": r.doc["slo"],
         }
 
     def known(self, recipe: str) -> dict[int, bool]:
         """Concurrency -> met the SLO, for every current result inside the bounds."""
-        bounds, slo, out = self.bounds(recipe), self.sel.recipes[recipe].doc["slo"], {}
-        for path in (self.sel.root / "results" / recipe).glob("c*.json"):
+        bounds, slo, out = self.bounds(recipe), self.index.recipes[recipe].doc["slo"], {}
+        for path in (self.index.root / "results" / recipe).glob("c*.json"):
             if not path.stem[1:].isdigit() or int(path.stem[1:]) not in bounds:
                 continue
             conc = int(path.stem[1:])
             doc = self._read(path)
-            if doc and doc["identity"].get("plan_fingerprint") == self.sel.fingerprint(recipe, conc):
+            if doc and doc["identity"].get("plan_fingerprint") == self.index.facts(recipe, conc).plan:
                 out[conc] = probe_met(doc, slo)
         return out
 

@@ -5,26 +5,24 @@ never writes one: ``workflow/writer`` writes what the run needs from it.
 
 from __future__ import annotations
 
-import json
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..checks.evalsets import problem_count
 from ..checks.preflight import check_plan
-from ..contract.paths import POINT_TARGET, capacity_file, plan_file, result_file, run_dir
-from ..contract.plan import Plan, batch_step_tasks, stack_reuse_allowed
+from ..contract.paths import result_file, run_dir
+from ..contract.plan import Plan, batch_step_tasks
 from ..fileio.errors import InputError, Problem
 from ..fileio.yamlio import ParseCache
 from ..render.cluster import all_clusters
-from ..render.plan import layout, render_point
 from ..render.recipe import Recipe, load_recipes
-from ..render.topology import PlacementError
 from . import why
 from .capacity_search import CapacitySearches
 from .engine_args import check_engine_args, pending
+from .index import PointIndex
 from .memo import RenderMemo
+from .run_points import RunPoints
 from .shared_stacks import SharedStacks
 
 YAML_CACHE = ".snakemake/servesweep/recipes-parsed.json"
@@ -51,18 +49,10 @@ class Selection:
         broken); ``scope``: () -> (targets, forced) of this snakemake run, known only once the DAG is
         being built; ``linger_s``: --config linger_s for every recipe."""
         self.root = Path(root)
-        self._layouts: dict = {}
-        self._curves: dict = {}  # (recipe, rehearsal) -> the curve fingerprint of its plans
-        self._first_render: dict = {}  # (recipe, conc) -> (plan, text) rendered for the argument check
         self.preflight_problems: list[Problem] = []
         self.preflight_notes: list[str] = []
         self.unchecked_args: dict[str, str] = {}  # "recipe file (kind)" -> why no parser checked it
         self.checked_args: dict[str, str] = {}  # "recipe file (kind)" -> the parser that did
-        self._resources: dict = {}  # (recipe, conc, rehearsal) -> the plan's resources
-        self._fingerprints: dict = {}  # (recipe, conc, rehearsal) -> the plan's fingerprint
-        self._reuse: dict = {}  # recipe -> its points may share a warm stack
-        self._memo_keys: dict = {}  # (recipe, rehearsal) -> its render memo key
-        self.scope = scope or (lambda: (frozenset(), False))
         self.clusters = all_clusters(self.root / "profiles")
         if cluster not in self.clusters:
             known = ", ".join(sorted(self.clusters))
@@ -70,8 +60,8 @@ class Selection:
         self.cluster = self.clusters[cluster]
         files = sorted((self.root / "recipes").glob("*.yaml"))
         cache = ParseCache(self.root / YAML_CACHE)
-        self.memo = RenderMemo(self.root)  # the writer saves it
-        recipes, problems = load_recipes(files, self.clusters, root=self.root, cache=cache, verdicts=self.memo)
+        memo = RenderMemo(self.root)
+        recipes, problems = load_recipes(files, self.clusters, root=self.root, cache=cache, verdicts=memo)
         # a broken recipe the run does not select is listed (entry prints it), never a stop
         named = set(only or ()) or (targeted() if problems and targeted else None)
         chosen = {f"recipes/{n}.yaml" for n in named} if named else None
@@ -82,30 +72,19 @@ class Selection:
             raise InputError([p for p in problems if p not in self.broken])
         cache.save()
         self.recipes: dict[str, Recipe] = {r.name: r for r in recipes}
+        self.index = PointIndex(self.root, self.cluster, self.clusters, self.recipes, memo, linger_s)
         unknown = sorted(set(only or ()) - set(self.recipes))
         if unknown:
             raise InputError([Problem("config", "recipes", f"no such recipe(s): {', '.join(unknown)}")])
         self.selected = [r for r in recipes if cluster in r.clusters and (not only or r.name in only)]
         self.points = [Point(r.name, c) for r in self.selected for c in r.concurrency]
-        self.searches = CapacitySearches(self)
-        self._next_probe: dict[str, int | None] = {}  # recipe -> its capacity search's next probe
-        self.stacks = SharedStacks(self)
-        self.linger_override: float | None = linger_s
-
-    def linger_s(self, recipe: str) -> float:
-        """How long the recipe's stack stays up after its last point (stack.linger_s, --config linger_s)."""
-        if self.linger_override is not None:
-            return self.linger_override
-        return float((self.recipes[recipe].doc.get("stack") or {}).get("linger_s", 0))
-
-    def plan_resources(self, recipe: str, conc: int) -> dict:
-        self._known(recipe, conc)
-        return self._resources[(recipe, conc, False)]
+        self.searches = CapacitySearches(self.index, self.selected)
+        self.run = RunPoints(self.index, scope)
+        self.stacks = SharedStacks(self.index, self.searches, self.run)
 
     @property
     def submits_jobs(self) -> bool:
-        """Whether points run as cluster jobs (which then need resources)."""
-        return self.cluster.launcher != "local"
+        return self.index.submits_jobs
 
     def points_of(self, rehearsal: bool) -> list[Point]:
         """The points to render: the selected ones, or for rehearsal every point of every recipe."""
@@ -113,84 +92,31 @@ class Selection:
             return [Point(r, c) for r in self.recipes for c in self.recipes[r].concurrency]
         return self.points
 
-    def rendered(self, recipe: str, conc: int, rehearsal: bool = False) -> tuple[dict, str]:
-        """The point's plan and its canonical text; its fingerprint, resources and reuse are kept."""
-        self._check_point(recipe, conc, rehearsal)
-        first = None if rehearsal else self._first_render.pop((recipe, conc), None)
-        plan, text = first or self._render(recipe, conc, rehearsal)
-        self._keep(recipe, conc, rehearsal, plan["resources"], plan["fingerprints"], plan["stack"]["reuse"])
-        return plan, text
-
-    def recall(self, recipe: str, conc: int, rehearsal: bool = False) -> bool:
-        """Whether the point is known from the render memo (its plan file unchanged since): then
-        nothing needs rendering or writing, and its fingerprint, resources and reuse are kept."""
-        return self._recalled(recipe, conc, rehearsal) is not None
-
-    def _recalled(self, recipe: str, conc: int, rehearsal: bool, data: bytes | None = None) -> dict | None:
-        """The point's memo entry, when the memo vouches for its plan file (the entry is then kept)."""
-        self._check_point(recipe, conc, rehearsal)
-        path = os.path.join(self.root, plan_file(recipe, conc, rehearsal))  # a str path: 3 200 Path joins cost
-        e = self.memo.recall(self.memo_key(recipe, rehearsal), conc, path, data)
-        if e is not None:
-            self._keep(recipe, conc, rehearsal, e["resources"], e, e["reuse"])
-        return e
-
-    def _check_point(self, recipe: str, conc: int, rehearsal: bool) -> None:
-        r = self.recipes.get(recipe)
-        if r is None or not (conc in r.concurrency if rehearsal else r.has_point(conc)):
-            raise InputError([Problem(result_file(recipe, conc), "target", "no such point in any recipe")])
-
-    def _keep(self, recipe: str, conc: int, rehearsal: bool, resources, fingerprints: dict, reuse) -> None:
-        self._resources[(recipe, conc, rehearsal)] = resources
-        self._fingerprints[(recipe, conc, rehearsal)] = fingerprints["plan"]
-        self._curves[(recipe, rehearsal)] = fingerprints["curve"]
-        self.stacks.keep(recipe, rehearsal, fingerprints["server"])
-        self._reuse[recipe] = reuse and stack_reuse_allowed()
-
-    def memo_key(self, recipe: str, rehearsal: bool) -> str:
-        if (recipe, rehearsal) not in self._memo_keys:
-            r = self.recipes[recipe]
-            own = self.own_cluster(r) if rehearsal else self.cluster
-            local = self.clusters["local"] if rehearsal else None
-            self._memo_keys[(recipe, rehearsal)] = self.memo.key(r, own, local)
-        return self._memo_keys[(recipe, rehearsal)]
-
-    def _known(self, recipe: str, conc: int, rehearsal: bool = False) -> None:
-        if (recipe, conc, rehearsal) not in self._resources and not self.recall(recipe, conc, rehearsal):
-            self.rendered(recipe, conc, rehearsal)
-
-    def curve_fingerprint(self, recipe: str, rehearsal: bool) -> str:
-        return self._curves[(recipe, rehearsal)]
-
-    def own_cluster(self, r: Recipe):
-        return self.cluster if self.cluster.name in r.clusters else self.clusters[r.clusters[0]]
-
     def staleness(self) -> list:
         """Why each selected recipe's points would rerun (the dry run's cause lines)."""
         out = []
         for r in self.selected:
             fp = lambda c, name=r.name: self.fingerprint(name, c)  # noqa: E731
-            self._known(r.name, r.concurrency[0])
-            st = why.recipe_staleness(self.root, r, self.cluster, fp, self._curves[(r.name, False)])
+            curve = self.index.facts(r.name, r.concurrency[0]).curve
+            st = why.recipe_staleness(self.root, r, self.cluster, fp, curve)
             st.checks = why.check_staleness(self.root, r, fp(min(r.concurrency)))
             out.append(st)
         return out
 
     def fingerprint(self, recipe: str, conc: int) -> str:
-        self._known(recipe, conc)
-        return self._fingerprints[(recipe, conc, False)]
+        return self.index.facts(recipe, conc).plan
 
     def capacity(self, recipe: str):
         """(known probes, decision) of the recipe's capacity search."""
         known, decision = self.searches.decision(recipe)
-        self._next_probe[recipe] = decision.next
+        self.run.next_probes[recipe] = decision.next
         return known, decision
 
     def check_engine_args(self) -> None:
         """Every selected recipe's argv through its engines' own parsers, in one batch per venv."""
         checks = []
         for r in self.selected:
-            plan, text = self._first_render[(r.name, r.concurrency[0])] = self._first_plan(r)
+            plan, _text = self.index.first_plan(r)
             checks += pending(plan, r)
         report = check_engine_args(checks, self.root)
         self.preflight_problems += report.problems
@@ -219,10 +145,6 @@ class Selection:
             else:
                 self.preflight_problems.append(Problem(r.source, field, str(e)))
 
-    def drop_layouts(self) -> None:
-        """Forget the per-recipe layouts once every plan is written (they would sit in Snakemake's heap)."""
-        self._layouts.clear()
-
     def scenario_of(self, recipe: str) -> str:
         return f"scenario {self.recipes[recipe].doc['scenario']['name']}"
 
@@ -232,9 +154,8 @@ class Selection:
         members): the first carries one startup plus every stale point's and declared eval's time and
         the plan's nodes and memory; the others, checks included, add nothing. A check with no stale
         point beside it asks for the stack alone: one startup and its own time."""
-        self._known(recipe, conc)
-        res = batch_step_tasks(self._resources[(recipe, conc, False)])
-        stale = self.stacks.stale_points(recipe) if self._reuse[recipe] else []
+        res = batch_step_tasks(self.index.facts(recipe, conc).resources)
+        stale = self.stacks.stale_points(recipe) if self.index.reuse(recipe) else []
         if check and stale:
             return dict(res, nodes=0, mem_mb=0, cpus_per_task=0, runtime_min=0, tasks=0)
         if check:
@@ -244,88 +165,11 @@ class Selection:
         if (recipe, conc) != stale[0]:
             return dict(res, nodes=0, mem_mb=0, cpus_per_task=0, runtime_min=0, tasks=0)
         evals = sum(len(self.recipes[m].evals) for m in self.stacks.mates(recipe))
-        total = res["startup_s"] + sum(self._resources[(r, c, False)]["point_s"] for r, c in stale) + evals * CHECK_S
+        total = res["startup_s"] + sum(self.index.facts(r, c).resources["point_s"] for r, c in stale) + evals * CHECK_S
         return dict(res, runtime_min=math.ceil(total / 60))
 
     def reuse(self, recipe: str) -> bool:
-        """Whether the recipe's points share a warm stack in this run (recipe and --config)."""
-        return self._reuse.get(recipe, stack_reuse_allowed())
-
-    def next_probe(self, recipe: str) -> int | None:
-        return self._next_probe.get(recipe)
-
-    def curve_points(self, recipe: str) -> list[int]:
-        """The recipe's points this run will execute: those requested (by name, or all through an
-        aggregate target) that are stale, or all requested ones when forced; with the next probe of
-        its capacity search when that is requested too (the probe then shares the curve's job)."""
-        targets, forced = self.scope()
-        sweep, probe = self.recipes[recipe].concurrency, self._next_probe.get(recipe)
-        if targets and all(POINT_TARGET.fullmatch(t) or t.endswith("/capacity.json") for t in targets):
-            points = [c for c in sweep if result_file(recipe, c) in targets]
-            points += [probe] if probe is not None and capacity_file(recipe) in targets else []
-        else:
-            points = sweep + ([probe] if probe is not None else [])
-        points = sorted(set(points))
-        if forced:
-            return points
-        stale = set(self.stale_guess(recipe, points))
-        return [c for c in points if c in stale]
-
-    def stale_guess(self, recipe: str, points: list[int]) -> list[int]:
-        """Of ``points``, those whose result is missing or from another plan (what snakemake will
-        run unless told otherwise), in ascending concurrency."""
-        out = []
-        for c in sorted(points):
-            path = self.root / result_file(recipe, c)
-            if (recipe, c, False) not in self._fingerprints:
-                continue
-            try:
-                done = json.loads(path.read_bytes())["identity"]["plan_fingerprint"]
-            except (OSError, ValueError, KeyError, TypeError):
-                done = None
-            if done != self._fingerprints[(recipe, c, False)]:
-                out.append(c)
-        return out
-
-    def _first_plan(self, r: Recipe) -> tuple[dict, str]:
-        """A curve's first plan, which the argument check and pre-flight read: from its file when
-        the memo vouches for it, else rendered."""
-        conc = r.concurrency[0]
-        try:
-            with open(os.path.join(self.root, plan_file(r.name, conc)), "rb") as f:
-                data = f.read()
-            if self._recalled(r.name, conc, False, data) is not None:
-                text = data.decode()
-                return json.loads(text), text
-        except (OSError, ValueError):  # UnicodeDecodeError included
-            pass
-        return self._render(r.name, conc, False)
-
-    def _render(self, recipe: str, conc: int, rehearsal: bool) -> tuple[dict, str]:
-        """(plan, its canonical text), remembered in the render memo."""
-        try:
-            plan, text = self._render_or_raise(recipe, conc, rehearsal)
-        except PlacementError as e:
-            raise InputError([Problem(self.recipes[recipe].source, f, r) for f, r in e.issues]) from None
-        self.memo.remember(self.memo_key(recipe, rehearsal), conc, plan, text)
-        return plan, text
-
-    def _render_or_raise(self, recipe: str, conc: int, rehearsal: bool) -> tuple[dict, str]:
-        r = self.recipes[recipe]
-        if rehearsal:  # the recipe's own layout (selected cluster if it runs there), run locally
-            own = self.own_cluster(r)
-            return render_point(r, own, conc, self.clusters["local"], self._layout(r, own, True))
-        if self.cluster.name not in r.clusters:
-            raise InputError(
-                [Problem(r.source, "clusters", f"recipe is not selected for cluster {self.cluster.name!r}")]
-            )
-        return render_point(r, self.cluster, conc, None, self._layout(r, self.cluster, False))
-
-    def _layout(self, r: Recipe, cluster, rehearsal: bool):
-        key = (r.name, rehearsal)
-        if key not in self._layouts:
-            self._layouts[key] = layout(r, cluster, self.clusters["local"] if rehearsal else None)
-        return self._layouts[key]
+        return self.index.reuse(recipe)
 
     def selection_doc(self) -> dict:
         return {

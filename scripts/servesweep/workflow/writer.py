@@ -103,9 +103,9 @@ class Workflow:
                 write_if_changed(sel.root / capacity_settings_file(name), canonical(sel.searches.settings_doc(name)))
                 self.capacity(name, asked=False)
             self._write_eval_settings()
-        sel.drop_layouts()
+        sel.index.drop_layouts()
         if not sel.preflight_problems:
-            sel.memo.save()
+            sel.index.memo.save()
 
     @property
     def evals(self) -> list[tuple[str, str]]:
@@ -128,9 +128,9 @@ class Workflow:
             return
         self._written.add((recipe, conc, rehearsal))
         first = not rehearsal and conc == self.sel.recipes[recipe].concurrency[0]
-        if not first and self.sel.recall(recipe, conc, rehearsal):
+        if not first and self.sel.index.recall(recipe, conc, rehearsal):
             return  # its plan file is what this render would write
-        plan, text = self.sel.rendered(recipe, conc, rehearsal)
+        plan, text = self.sel.index.rendered(recipe, conc, rehearsal)
         if first:  # one pre-flight per curve
             self.sel.preflight(plan)
         if not self.sel.preflight_problems:
@@ -142,19 +142,19 @@ class Workflow:
         if self.sel.preflight_problems:
             return
         for name in recipes:
-            curve = self.sel.curve_fingerprint(name, rehearsal)
-            made_from = f"{self.sel.memo_key(name, rehearsal)} {curve}"  # the recipe, its clusters and the code
+            curve = self.sel.index.curve_fingerprint(name, rehearsal)
+            made_from = f"{self.sel.index.memo_key(name, rehearsal)} {curve}"  # the recipe, its clusters and the code
 
             def source(name=name, curve=curve) -> str:
                 r = self.sel.recipes[name]
-                own = self.sel.own_cluster(r) if rehearsal else self.sel.cluster
+                own = self.sel.index.own_cluster(r) if rehearsal else self.sel.cluster
                 return canonical(why.source_doc(r, own, rehearsal, curve))
 
             self._write_made(self.sel.root / source_file(name, rehearsal), made_from, source)
 
     def _write_made(self, path: Path, made_from: str, text) -> None:
         """Write ``text()`` to ``path`` unless the memo saw it written from ``made_from`` and unchanged since."""
-        memo = self.sel.memo
+        memo = self.sel.index.memo
         if not memo.file_current(path, made_from):
             write_if_changed(path, text())
             memo.file_written(path, made_from)
@@ -252,10 +252,10 @@ class Workflow:
         """The selected points and reporting settings (the summary's input); the memo saved last."""
         sel = self.sel
         path = selection_file(sel.cluster.name)
-        made_from = digest(canonical([sel.cluster.name, [sel.memo_key(r.name, False) for r in sel.selected]]))
+        made_from = digest(canonical([sel.cluster.name, [sel.index.memo_key(r.name, False) for r in sel.selected]]))
         self._write_made(sel.root / path, made_from, lambda: canonical(sel.selection_doc()))
         if not sel.preflight_problems:
-            sel.memo.save()
+            sel.index.memo.save()
         return path
 
 
