@@ -155,3 +155,27 @@ def test_the_readme_stays_short_and_its_docs_exist():
     docs = set(re.findall(r"`(docs/[a-z-]+\.md)`", readme))
     assert docs and all((ROOT / d).is_file() for d in docs), docs
     assert {d.name for d in (ROOT / "docs").glob("*.md")} == {Path(d).name for d in docs}
+
+
+def test_each_runtime_file_name_is_spelled_only_in_paths():
+    """The names of a run dir's, a stack dir's and a results folder's files (contract/paths) are
+    spelled nowhere else in the code: a module that needs one imports it."""
+    import ast
+
+    tree = ast.parse((ROOT / "scripts/servesweep/contract/paths.py").read_text())
+    names = {
+        n.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        for n in ast.walk(node.value)
+        if isinstance(n, ast.Constant) and re.fullmatch(r"[\w.-]+\.(json|log|lock)", str(n.value))
+    }
+    assert {"failure.json", "driver.log", "served.json", "keeper.lock", "current.json"} <= names, names
+    found = [
+        f"{f.relative_to(ROOT)}: {name}"
+        for f in ROOT.glob("scripts/servesweep/**/*.py")
+        if f.name != "paths.py"
+        for name in names
+        if re.search(rf"""["'/]{re.escape(name)}["']""", f.read_text())
+    ]
+    assert not found, "\n".join(found)

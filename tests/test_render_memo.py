@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from servesweep.contract.paths import plan_file
+from servesweep.contract.paths import MEMO_FILE, plan_file
 from servesweep.workflow import index as index_mod
 from servesweep.workflow import memo as memo_mod
-from servesweep.workflow.memo import MEMO_FILE
 from servesweep.workflow.selection import Selection
 from servesweep.workflow.writer import Workflow
 

@@ -38,9 +38,27 @@ SMOKE_REQUESTS = "scripts/servesweep/checks/smoke-requests.yaml"
 EVAL = "results/{recipe}/eval-{benchmark}.json"
 EVAL_SETTINGS = ".plans/{recipe}/eval-{benchmark}.json"  # the recipe's evals entry: an edit reruns only it
 EVAL_LOG = "logs/{recipe}/eval-{benchmark}.snakemake.log"
-FAILURE_FILE = "failure.json"  # in a point's log dir: why its last attempt wrote no result
+# in a point's (a check's) run dir
+FAILURE_FILE = "failure.json"  # why its last attempt wrote no result
+DRIVER_LOG = "driver.log"  # the driver's progress lines
+AIPERF_LOG = "aiperf.log"
+UNSAVED_RESULT = "result.unsaved.json"  # a valid result that could not be written to its target
+CREDENTIALS_FILE = "credentials.json"  # the stack's own secrets (0600)
+# in a stack's dir (logs/stacks/<server>/<id>/) and its server identity's dir (logs/stacks/<server>/)
+CURRENT_FILE = "current.json"  # the server identity's stack a new point joins
+REGISTRY_LOCK = "registry.lock"  # serializes joining against stopping
+STATE_FILE = "state.json"  # the keeper's state
+SERVED_FILE, RUNNING_FILE = "served.json", "running.json"  # the points': how many done, which one runs
+OWNER_FILE = "owner.json"  # the snakemake run a lingering stack serves now
+TURN_LOCK, KEEPER_LOCK = "turn.lock", "keeper.lock"  # one benchmark at a time; one keeper per stack
+KEEPER_LOG, KEEPER_DRIVER_LOG = "keeper.log", "keeper-driver.log"  # its stdout; its progress lines
+JOB_LOG = "job.log"  # a held stack's Slurm job output
+# the render side's caches (safe to delete)
+YAML_CACHE = ".snakemake/servesweep/recipes-parsed.json"
+MEMO_FILE = ".snakemake/servesweep/rendered.json"
 SOURCE_FILE = "source.json"  # beside a recipe's plans: what they were rendered from (workflow/why)
 POINT_TARGET = re.compile(r"results/(?P<recipe>[^/\s]+)/c(?P<conc>[0-9]+)\.json")  # a point's result, as a target
+CAPACITY_TARGET = re.compile(r"results/(?P<recipe>[^/\s]+)/capacity\.json")  # a recipe's capacity, as a target
 
 
 RECIPE_FILE_TARGET = re.compile(r"results/(?:rehearsal/)?(?P<recipe>[^/]+)/[^/]+")  # any file of one recipe
@@ -130,3 +148,8 @@ def stacks_dir(server: str, rehearsal: bool = False) -> Path:
 def plots_dir(rehearsal: bool = False) -> Path:
     """The summary's plots, next to it (it links them relatively)."""
     return RESULTS / ("rehearsal/plots" if rehearsal else "plots")
+
+
+def process_log(run_dir: Path, process: str) -> Path:
+    """A stack process's stdout and stderr, in its run dir."""
+    return Path(run_dir) / f"{process}.log"

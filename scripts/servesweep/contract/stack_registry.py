@@ -13,9 +13,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from ..fileio.files import read_json_object
-
-CURRENT_FILE = "current.json"
-STATE_FILE = "state.json"  # in a stack's own dir: the keeper's state (run/stackdir publishes it)
+from .paths import CURRENT_FILE, STATE_FILE  # noqa: F401 - the protocol's files, named in paths
 
 
 class State(StrEnum):

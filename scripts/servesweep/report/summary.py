@@ -244,7 +244,7 @@ def _attempts_note(root: Path, log_dir: str) -> str:
     result that could not be saved (result.unsaved.json)."""
     last = root / log_dir
     earlier = sorted(last.parent.glob(last.name + ".attempt-*"), key=lambda d: int(d.name.rpartition("-")[2] or 0))
-    unsaved = [str(d.relative_to(root) / "result.unsaved.json") for d in [last, *earlier]]
+    unsaved = [str(d.relative_to(root) / paths.UNSAVED_RESULT) for d in [last, *earlier]]
     unsaved = [u for u in unsaved if (root / u).is_file()]
     note = f" ({len(earlier)} earlier attempt(s) kept: {earlier[-1].relative_to(root)} …)" if earlier else ""
     return note + (f"; measured but unsaved: {', '.join(unsaved)}" if unsaved else "")

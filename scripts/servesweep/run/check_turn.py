@@ -31,7 +31,7 @@ def take_turn(
     run_dir = Path.cwd() / paths.check_log_dir(plan.recipe, check)
     keep_earlier_attempt(run_dir)
     run_dir.mkdir(parents=True)
-    say = Say(f"{plan.recipe} {check}", run_dir / "driver.log")
+    say = Say(f"{plan.recipe} {check}", run_dir / paths.DRIVER_LOG)
     old = {s: signal.signal(s, raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     stack = open_stack(plan, Path(plan_path), Path(out_path).resolve(), run_dir, say, join)
     try:

@@ -20,6 +20,7 @@ import ssl
 import subprocess
 from pathlib import Path
 
+from ..contract import paths
 from ..contract.plan import TLS_CA, TLS_CERT, TLS_DIR, TLS_KEY, TLS_PEM_REFS, Plan
 
 KINDS = ("nats_password",)
@@ -32,7 +33,7 @@ class ControlPlaneAuthError(Exception):
 
 def make(run_dir: Path) -> dict[str, str]:
     creds = {k: secrets.token_urlsafe(24) for k in KINDS}
-    path = run_dir / "credentials.json"
+    path = run_dir / paths.CREDENTIALS_FILE
     fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
         json.dump(creds, fh)

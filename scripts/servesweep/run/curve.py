@@ -127,7 +127,7 @@ class SharedStack:
         argv = [sys.executable, "-m", "servesweep", "keep-stack", str(self.plan_path), "--dir", str(d)]
         argv += ["--id", stack_id, "--watch", str(self.inv.snakemake_pid), "--expect", str(expected_points(self.plan))]
         argv += ["--result", str(self.result_path)]
-        with open(d / "keeper.log", "ab") as log:
+        with open(d / paths.KEEPER_LOG, "ab") as log:
             keeper = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True, close_fds=True, cwd=Path.cwd(),
@@ -145,12 +145,13 @@ class SharedStack:
             st = self.stack.status()
             if st.state is State.READY:
                 info = StackInfo(**st.info)
-                self.say(f"ready: stack {info.id} up in {info.startup_s:.1f} s (log {self.dir / 'keeper-driver.log'})")
+                log = self.dir / paths.KEEPER_DRIVER_LOG
+                self.say(f"ready: stack {info.id} up in {info.startup_s:.1f} s (log {log})")
                 return info
             if st.state in (State.DEAD, State.STOPPED):
                 raise PointFailed(f"stack {self.dir.name}: {st.message}")
             if st.state is None and keeper and not alive(keeper) and self.stack.status().state is None:
-                raise PointFailed(f"stack keeper exited before starting; see {self.dir / 'keeper.log'}")
+                raise PointFailed(f"stack keeper exited before starting; see {self.dir / paths.KEEPER_LOG}")
             time.sleep(0.1)
         raise PointFailed(f"stack {self.dir.name} not ready in time; see {self.dir}")
 

@@ -69,7 +69,7 @@ def _versions(plan: Plan, run_dir: str) -> dict[str, str]:
     for p in plan.processes:
         if len(p.argv) > 1 and p.argv[1] == PREAMBLE_SCRIPT:
             try:
-                logs.append((Path(run_dir) / f"{p.name}.log").read_text(errors="replace"))
+                logs.append(paths.process_log(run_dir, p.name).read_text(errors="replace"))
             except OSError:
                 continue
     return running_versions(logs)
@@ -113,7 +113,7 @@ def _attempt(plan: Plan, plan_path: Path, result_path: Path, run_dir: Path, join
     """One attempt at the point: its exit code, or None to run it again."""
     keep_earlier_attempt(run_dir)
     run_dir.mkdir(parents=True)
-    say = Say(f"{plan.recipe} c{plan.concurrency}", run_dir / "driver.log")
+    say = Say(f"{plan.recipe} c{plan.concurrency}", run_dir / paths.DRIVER_LOG)
     stack = open_stack(plan, plan_path, result_path, run_dir, say, join)
     cleanup: list = []
     try:
@@ -221,7 +221,7 @@ def _measure(plan: Plan, stack, run_dir: Path, say, cleanup: list) -> Measuremen
         + f" (warm-up {b.warmup or 'none'}), artifacts {art}"
     )
     t_bench, clock = time.monotonic(), hoststall.ClockWatch()
-    aiperf = LocalSpawner().start("aiperf", argv, env, run_dir / "aiperf.log", Path.cwd())
+    aiperf = LocalSpawner().start("aiperf", argv, env, run_dir / paths.AIPERF_LOG, Path.cwd())
     cleanup.insert(0, lambda: stop_all([aiperf], grace_s=2))  # aiperf and its children, whatever happens
     next_note = t_bench + 10
     while aiperf.poll() is None:
@@ -303,7 +303,7 @@ def _write_or_keep(doc: dict, result_path: Path, run_dir: Path, artifacts: Path)
     try:
         result.write_result(result_path, doc)
     except Exception as e:  # noqa: BLE001 - whatever broke, the measured result must survive
-        kept = run_dir / "result.unsaved.json"
+        kept = run_dir / paths.UNSAVED_RESULT
         kept.write_text(json.dumps(doc, indent=1, default=str) + "\n")
         raise ResultNotSaved(
             f"the benchmark ran but its result could not be written to {result_path} ({type(e).__name__}: {e}); "

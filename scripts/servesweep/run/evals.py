@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from ..checks.evalsets import EVAL_SETS, problem_count
+from ..contract import paths
 from ..contract.plan import Plan
 from ..fileio.encode import digest
 from . import bench, check_turn
@@ -99,7 +100,7 @@ def _run_aiperf(plan: Plan, stack, argv: list[str], run_dir: Path, say) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="servesweep-"))  # short: aiperf's IPC sockets live under TMPDIR
     env = bench.aiperf_env(plan, run_dir, tmp, inherited_env(os.environ))
     env |= {"HF_HOME": str(hf_home(plan)), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    aiperf = LocalSpawner().start("aiperf", argv, env, run_dir / "aiperf.log", Path.cwd())
+    aiperf = LocalSpawner().start("aiperf", argv, env, run_dir / paths.AIPERF_LOG, Path.cwd())
     try:
         while aiperf.poll() is None:
             stack.check("mid-eval")
@@ -109,7 +110,7 @@ def _run_aiperf(plan: Plan, stack, argv: list[str], run_dir: Path, say) -> int:
     finally:
         stop_all([aiperf], grace_s=2)
         shutil.rmtree(tmp, ignore_errors=True)
-        say(f"eval: aiperf exited {aiperf.poll()}; log {run_dir / 'aiperf.log'}")
+        say(f"eval: aiperf exited {aiperf.poll()}; log {run_dir / paths.AIPERF_LOG}")
 
 
 def run_eval(plan_path: Path, settings_path: Path, out_path: Path, join: Path | None = None) -> int:

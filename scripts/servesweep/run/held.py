@@ -196,7 +196,7 @@ class HeldStack:
         keeper += ["--id", stack_id, "--watch", "0", "--expect", str(expected_points(self.plan))]
         keeper += ["--result", str(self.result_path)]
         argv = ["sbatch", "--parsable", f"--job-name=servesweep-stack-{server[:8]}", *self.request.sbatch_options()]
-        argv += [f"--output={d / 'job.log'}", f"--chdir={Path.cwd()}", "--export=ALL", str(script), *keeper]
+        argv += [f"--output={d / paths.JOB_LOG}", f"--chdir={Path.cwd()}", "--export=ALL", str(script), *keeper]
         try:
             job_id = query(argv).strip().split(";")[0]
         except AllocationError as e:

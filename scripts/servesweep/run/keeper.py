@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from ..checks.preflight import PreflightFailed
+from ..contract import paths
 from ..contract.heartbeat import Watch
 from ..contract.plan import load_plan
 from .credentials import ControlPlaneAuthError
@@ -24,7 +25,7 @@ STARTUP_FAILURES = (PointFailed, MissingSecret, PortsBusy, AllocationError, Pref
 
 def keep_stack(plan_path: Path, stack_dir: Path, stack_id: str, watch: int, expect: int, result: Path) -> int:
     plan = load_plan(plan_path)
-    say = Say(f"{plan.recipe} stack {stack_id}", stack_dir / "keeper-driver.log")
+    say = Say(f"{plan.recipe} stack {stack_id}", stack_dir / paths.KEEPER_DRIVER_LOG)
     sdir = StackDir(stack_dir)
     try:
         claim = sdir.claim_keeper()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from ..contract import paths
 from ..contract.plan import Plan
 
 TRACEBACK = "Traceback (most recent call last):"
@@ -60,7 +61,7 @@ def scan(plan: Plan, log_dir: Path) -> dict:
     expect: dict[str, list[str]] = plan.validity.get("expect_log") or {}
     by_process, seen = {}, {role: dict.fromkeys(lines, False) for role, lines in expect.items()}
     for p in plan.processes:
-        found = scan_log(log_dir / f"{p.name}.log", p.role, expect.get(p.role, []))
+        found = scan_log(paths.process_log(log_dir, p.name), p.role, expect.get(p.role, []))
         for text, hit in found.pop("seen").items():
             seen[p.role][text] = seen[p.role][text] or hit
         if found["tracebacks"] or found["fatal"]:

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..checks import preflight
+from ..contract import paths
 from ..contract.plan import CONTROL_ROLES, Plan
 from . import balancer, credentials, preamble, slots, slurm
 from .ready import Readiness, RegistrationWatch, check_alive, wait_healthy, wait_ready
@@ -116,7 +117,7 @@ class Stack:
         if p.role == "balancer":
             balancer.write_config(self.plan, self.ctx, self.run_dir / "balancer")
         argv = spawner.command(p, self.ctx.argv(p), self.ctx)
-        self.handles.append(spawner.start(p.name, argv, env, self.run_dir / f"{p.name}.log", Path.cwd()))
+        self.handles.append(spawner.start(p.name, argv, env, paths.process_log(self.run_dir, p.name), Path.cwd()))
 
     def check(self, when: str) -> None:
         """Raise PointFailed if any process of the stack has exited or, once ready, a frontend no

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import psutil
 
+from ..contract import paths
 from ..contract.stack_registry import CURRENT_FILE, STATE_FILE, TRANSITIONS, Current, State, read_current
 from ..fileio.files import read_json_object as read_json
 from ..fileio.files import write_if_changed
@@ -93,33 +94,33 @@ class StackDir:
             self.publish(State.DEAD, message=message)
 
     def served(self) -> int:
-        return int(read_json(self.path / "served.json").get("served", 0))
+        return int(read_json(self.path / paths.SERVED_FILE).get("served", 0))
 
     def finish_turn(self) -> int:
         served = self.served() + 1
-        write_json(self.path / "served.json", {"served": served})
-        (self.path / "running.json").unlink(missing_ok=True)
+        write_json(self.path / paths.SERVED_FILE, {"served": served})
+        (self.path / paths.RUNNING_FILE).unlink(missing_ok=True)
         return served
 
     def start_turn(self, point: int, since: float) -> int:
         """This point's position on the stack (1 = the first benchmark on it)."""
-        write_json(self.path / "running.json", {"point": point, "since": since})
+        write_json(self.path / paths.RUNNING_FILE, {"point": point, "since": since})
         return self.served() + 1
 
     def owner(self) -> dict:
         """The run that adopted this stack after it started (a follow-up run on a lingering stack):
         {invocation, watch (pid or 0), heartbeat (path or None), served_base}; {} while its starter owns it."""
-        return read_json(self.path / "owner.json")
+        return read_json(self.path / paths.OWNER_FILE)
 
     def adopt(self, invocation: str, watch: int, heartbeat: str | None) -> None:
         """A point of another snakemake run joins: the keeper watches that run from now on and
         counts its points from here."""
         if self.owner().get("invocation") != invocation:
             doc = {"invocation": invocation, "watch": watch, "heartbeat": heartbeat, "served_base": self.served()}
-            write_json(self.path / "owner.json", doc)
+            write_json(self.path / paths.OWNER_FILE, doc)
 
     def running_point(self) -> int | None:
-        return read_json(self.path / "running.json").get("point")
+        return read_json(self.path / paths.RUNNING_FILE).get("point")
 
     def wait(self, pid: int) -> None:
         (self.path / "waiting").mkdir(exist_ok=True)
@@ -139,11 +140,11 @@ class StackDir:
         return out
 
     def turn_lock(self) -> Flock:
-        return Flock(self.path / "turn.lock")
+        return Flock(self.path / paths.TURN_LOCK)
 
     def claim_keeper(self) -> Flock:
         """The one keeper of this stack (held until it exits); a second is refused."""
-        lock = Flock(self.path / "keeper.lock")
+        lock = Flock(self.path / paths.KEEPER_LOCK)
         if not lock.acquire(blocking=False):
             lock.close()
             raise ProtocolError(f"stack {self.id} already has a keeper")
@@ -158,7 +159,7 @@ class Registry:
 
     def lock(self) -> Flock:
         """Held while a point joins or starts a stack (and while a keeper decides to stop)."""
-        return Flock(self.root / "registry.lock")
+        return Flock(self.root / paths.REGISTRY_LOCK)
 
     def current(self) -> Current | None:
         """The recorded stack, or None when there is none or the file is not one we wrote."""

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..contract.paths import POINT_TARGET, REPORT, SUMMARY_MD, plots_dir
+from ..contract.paths import FAILURE_FILE, POINT_TARGET, REPORT, SUMMARY_MD, plots_dir
 
 # what the demo runs: the aggregated mocker miniature, real vLLM on the CPU behind Dynamo's frontend +
 # KV router, and a capacity search (README, "The two commands"); the whole local sweep is one command more
@@ -94,7 +94,7 @@ def run_demo(snakemake: str, profile: str = "local") -> int:
     progress = Progress(started_at=time.monotonic())
     rc = _run([snakemake, "--profile", profile, target, "--config", f"recipes={only}"], progress)
     if rc != 0:
-        print(f"[servesweep] the sweep failed (exit {rc}); failed points keep logs/<recipe>/c<conc>/failure.json")
+        print(f"[servesweep] the sweep failed (exit {rc}); failed points keep logs/<recipe>/c<conc>/{FAILURE_FILE}")
         return rc
     print(progress.line(time.monotonic()))
     rc = _run([snakemake, "--profile", profile, target, "--report", str(REPORT), "--config", f"recipes={only}"], None)

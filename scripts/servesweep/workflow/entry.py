@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Protocol
 
+from ..contract import paths
 from ..contract.paths import plan_file, selection_file
 from ..contract.plan import batch_step_tasks
 from ..fileio.errors import InputError, Problem
@@ -146,7 +147,7 @@ def _typed_config_problems(config: dict) -> list[Problem]:
     if "baseline" in config:
         base = Path(str(config["baseline"]))
         looks = base.is_dir() and not base.is_symlink() and (
-            (base / "summary.csv").is_file() or any(base.glob("*/c*.json"))
+            (base / paths.SUMMARY_CSV.name).is_file() or any(base.glob("*/c*.json"))
         )  # fmt: skip
         if not looks:
             reason = f"{str(base)[:200]!r} is not a results folder (no summary.csv, no <recipe>/c<conc>.json)"

@@ -26,10 +26,10 @@ import os
 import time
 from pathlib import Path
 
+from ..contract import paths
 from ..fileio.encode import canonical, digest
 from ..fileio.files import write_if_changed
 
-MEMO_FILE = ".snakemake/servesweep/rendered.json"
 FORMAT = "servesweep.render-memo/3"
 SETTLED_NS = 1_000_000_000  # a file changed this recently may change again within one timestamp tick
 _PACKAGE = Path(__file__).resolve().parents[1]
@@ -52,7 +52,7 @@ class RenderMemo:
     """key (recipe, clusters, code) -> {conc: entry}; read once, saved by the writer."""
 
     def __init__(self, root: Path):
-        self.path = Path(root) / MEMO_FILE
+        self.path = Path(root) / paths.MEMO_FILE
         self.code = code_digest()
         self.kept, self.valid_kept, self.files_kept = self._load()
         self.used: dict[str, dict] = {}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from ..contract.paths import POINT_TARGET, capacity_file, result_file
+from ..contract.paths import CAPACITY_TARGET, POINT_TARGET, capacity_file, result_file
 from .index import PointIndex
 
 
@@ -26,7 +26,7 @@ class RunPoints:
         its capacity search when that is requested too (the probe then shares the curve's job)."""
         targets, forced = self.scope()
         sweep, probe = self.index.recipes[recipe].concurrency, self.next_probes.get(recipe)
-        if targets and all(POINT_TARGET.fullmatch(t) or t.endswith("/capacity.json") for t in targets):
+        if targets and all(POINT_TARGET.fullmatch(t) or CAPACITY_TARGET.fullmatch(t) for t in targets):
             points = [c for c in sweep if result_file(recipe, c) in targets]
             points += [probe] if probe is not None and capacity_file(recipe) in targets else []
         else:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..checks.evalsets import problem_count
 from ..checks.preflight import check_plan
-from ..contract.paths import result_file, run_dir
+from ..contract.paths import YAML_CACHE, result_file, run_dir
 from ..contract.plan import Plan, batch_step_tasks
 from ..fileio.errors import InputError, Problem
 from ..fileio.yamlio import ParseCache
@@ -25,7 +25,6 @@ from .memo import RenderMemo
 from .run_points import RunPoints
 from .shared_stacks import SharedStacks
 
-YAML_CACHE = ".snakemake/servesweep/recipes-parsed.json"
 CHECK_S = 600  # a check's time in a job's limit (an eval's questions are counted only in the job)
 
 
