@@ -50,7 +50,7 @@ def plots(df: pd.DataFrame, plot_dir: Path, slos: dict) -> dict[str, list[str]]:
         best = sdf.groupby("recipe")[THROUGHPUT].max().sort_values(ascending=False)
         if len(best) > MAX_PLOTTED_RECIPES:  # a readable plot: the best setups, said so in the title
             sdf = sdf[sdf["recipe"].isin(best.index[:MAX_PLOTTED_RECIPES])]
-            title = f"{scen} (top {MAX_PLOTTED_RECIPES} of {len(best)} recipes by total tok/s per GPU)"
+            title = f"{scen} (top {MAX_PLOTTED_RECIPES} of {len(best)} recipes by {figures.label(THROUGHPUT)})"
         fig, ax = plt.subplots(figsize=(7, 4.5))
         for recipe, rdf in sdf.groupby("recipe"):
             rdf = rdf.sort_values("concurrency")
@@ -66,7 +66,7 @@ def plots(df: pd.DataFrame, plot_dir: Path, slos: dict) -> dict[str, list[str]]:
         front = pareto(sdf)
         if len(front):
             ax.plot(front["output_tps_per_user"], front[THROUGHPUT], "k--", lw=1.2, label="Pareto frontier")
-        labels = ("interactivity: output tok/s per user", "throughput: total (input + output) tok/s per GPU")
+        labels = (f"interactivity: {figures.label('output_tps_per_user')}", f"throughput: {figures.label(THROUGHPUT)}")
         files.append(
             _finish(
                 plt,

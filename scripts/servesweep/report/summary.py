@@ -289,7 +289,13 @@ def _best_section(df: pd.DataFrame) -> list[str]:
         [r.scenario, r.concurrency, r.recipe, num(r.total_tps_per_gpu), num(r.output_tps_per_gpu), _verdict(r)]
         for r in best.itertuples()
     ]
-    headers = ["scenario", "conc", "best recipe", "total tok/s/GPU", "output tok/s/GPU", "SLO"]
+    headers = [
+        "scenario",
+        "conc",
+        "best recipe",
+        *(figures.label(n) for n in ("total_tps_per_gpu", "output_tps_per_gpu")),
+        "SLO",
+    ]
     table = tabulate(rows, headers, tablefmt="github", disable_numparse=True)
     return parts + [table]
 
