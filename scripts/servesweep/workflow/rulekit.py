@@ -1,7 +1,9 @@
 """What the rule files call: input functions, resources, groups and priorities, each an answer
 read from the run's selection (the main process's :class:`workflow.writer.Workflow` or a cluster
-job's :class:`workflow.entry.SubmittedPlans`). Nothing here writes a file or changes a count:
-the curve files are written once the DAG is final (the onstart hook, workflow/smk.jobs_to_run)."""
+job's :class:`workflow.entry.SubmittedPlans`). Nothing here writes a file or changes a count (the
+curve files are written once the DAG is final: the onstart hook, workflow/smk.jobs_to_run), with
+one exception Snakemake leaves no other place for: ``capacity_probes`` asks the search for its
+next probe after a checkpoint, and the writer then writes that probe's plan and counts it."""
 
 from __future__ import annotations
 
