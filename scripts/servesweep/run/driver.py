@@ -99,11 +99,10 @@ def run_point(plan_path: Path, result_path: Path, log_dir: Path | None = None, j
     die_with_parent(signal.SIGTERM)  # if the job shell dies, tear down rather than run on as an orphan
     old = {s: signal.signal(s, raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
-        for retries_left in range(hoststall.RETRIES, -1, -1):
-            rc = _attempt(plan, Path(plan_path), result_path, run_dir, join, old, retries_left)
-            if rc is not None:
-                return rc
-        return 1
+        retries = hoststall.RETRIES
+        while (rc := _attempt(plan, Path(plan_path), result_path, run_dir, join, old, retries)) is None:
+            retries -= 1  # _attempt asks again only while retries are left
+        return rc
     finally:
         for s, h in old.items():
             signal.signal(s, h)

@@ -93,7 +93,7 @@ class PointIndex:
             recipe,
             conc,
             rehearsal,
-            PointFacts(_frozen(plan["resources"]), fp["plan"], fp["curve"], fp["server"], reuse),
+            PointFacts(MappingProxyType(plan["resources"]), fp["plan"], fp["curve"], fp["server"], reuse),
         )
         return plan, text
 
@@ -105,7 +105,7 @@ class PointIndex:
         e = self.memo.recall(self.memo_key(recipe, rehearsal), conc, path, data)
         if e is not None:
             reuse = e["reuse"] and stack_reuse_allowed()
-            facts = PointFacts(_frozen(e["resources"]), e["plan"], e["curve"], e["server"], reuse)
+            facts = PointFacts(MappingProxyType(e["resources"]), e["plan"], e["curve"], e["server"], reuse)
             self._keep(recipe, conc, rehearsal, facts)
         return e is not None
 
@@ -181,7 +181,3 @@ class PointIndex:
         if key not in self._layouts:
             self._layouts[key] = layout(r, cluster, self.clusters["local"] if rehearsal else None)
         return self._layouts[key]
-
-
-def _frozen(resources: dict) -> Mapping:
-    return MappingProxyType(resources)
