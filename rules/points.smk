@@ -9,7 +9,7 @@ PLAN_RESOURCES = KIT.plan_resources()
 
 checkpoint point:
     input:
-        plan=paths.PLAN,  # written before the DAG is built (common.smk)
+        plan=KIT.point_plan,  # written before the DAG is built, or by a probe's job
     output:
         result=KIT.point_result(),
     log:
@@ -37,7 +37,7 @@ if HELD:
     # its servers, and runs its driver as a step of that job (servesweep/run/held.py).
     checkpoint held_point:
         input:
-            plan=paths.PLAN,
+            plan=KIT.point_plan,
         output:
             result=KIT.point_result(),
         log:

@@ -91,19 +91,37 @@ def test_a_file_where_the_results_directory_belongs_fails_the_dry_run(tmp_path):
     assert "results/local-agg-2x-mocker is not a writable directory (or a file is in its way)" in r.stderr
 
 
+def test_a_capacity_job_takes_only_its_own_search_off_the_stack(tmp_path):
+    from servesweep.contract.plan import curve_doc, end_search, read_curve
+
+    f = tmp_path / "curve.json"
+    f.write_text(json.dumps(curve_doc(4, ["b", "a"], 0, 600)))
+    end_search(f, "a")
+    assert read_curve(f).searching is True and json.loads(f.read_text())["searching"] == ["b"]
+    end_search(f, "a")  # again (a rerun capacity job): nothing changes
+    assert json.loads(f.read_text())["searching"] == ["b"]
+    end_search(f, "b")
+    assert read_curve(f) == (4, False, 0, 600, True)
+    f.write_text("{")
+    end_search(f, "b")  # an unreadable curve file is left to the keeper's idle timeout
+    assert f.read_text() == "{"
+
+
 def test_a_curve_file_is_checked_before_the_keeper_trusts_it(tmp_path):
     from servesweep.contract.plan import curve_doc, read_curve
 
     f = tmp_path / "curve.json"
-    f.write_text(json.dumps(curve_doc(3, True, 30, 600)))
+    f.write_text(json.dumps(curve_doc(3, ["a"], 30, 600)))
     assert read_curve(f) == (3, True, 30, 600, True)
-    f.write_text(json.dumps(curve_doc(3, True, 30, 600, canary=False)))
-    assert read_curve(f).canary is False
-    garbage = ['{"expected": "3"}', "[3]", '{"expected": 3, "searching": true, "x": 1}', "{", ""]
+    f.write_text(json.dumps(curve_doc(3, [], 30, 600, canary=False)))
+    assert read_curve(f).canary is False and read_curve(f).searching is False
+    garbage = ['{"expected": "3"}', "[3]", '{"expected": 3, "searching": [], "x": 1}', "{", ""]
     garbage += [
-        '{"expected": 3, "searching": false, "linger_s": -1}',
-        '{"expected": 3, "searching": false, "linger_s": 1e9}',
-        '{"expected": 3, "searching": false, "canary": "no"}',
+        '{"expected": 3, "searching": true}',  # a search is named by its recipe
+        '{"expected": 3, "searching": ["a", "a"]}',
+        '{"expected": 3, "searching": [], "linger_s": -1}',
+        '{"expected": 3, "searching": [], "linger_s": 1e9}',
+        '{"expected": 3, "searching": [], "canary": "no"}',
     ]
     for text in garbage:
         f.write_text(text)

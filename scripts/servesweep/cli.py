@@ -54,8 +54,9 @@ def _engine_arg_lines(recipe, cluster) -> tuple[list[str], list[Problem]]:
 
 def cmd_plan(a) -> int:
     from .fileio.encode import pretty
+    from .fileio.files import write_if_changed
     from .render.cluster import all_clusters
-    from .render.plan import render
+    from .render.plan import render, render_point
     from .render.recipe import load_recipes
 
     clusters = all_clusters()
@@ -68,6 +69,11 @@ def cmd_plan(a) -> int:
         raise InputError([Problem(recipe.source, "clusters", f"recipe does not run on cluster {cluster_name!r}")])
     conc = a.conc if a.conc is not None else recipe.concurrency[0]
     rehearsal = clusters["local"] if a.rehearsal else None
+    if a.out:  # a probe's plan file (rules/capacity.smk): the canonical text the workflow writes
+        if not recipe.has_point(conc):
+            raise InputError([Problem(recipe.source, "capacity", f"concurrency {conc} is no point or probe of it")])
+        write_if_changed(Path(a.out), render_point(recipe, clusters[cluster_name], conc, rehearsal)[1])
+        return 0
     sys.stdout.write(pretty(render(recipe, clusters[cluster_name], conc, rehearsal)))
     return 0
 
@@ -124,9 +130,14 @@ def cmd_summary(a) -> int:
 
 
 def cmd_capacity(a) -> int:
+    from .contract.plan import end_search
     from .report.capacity import write_capacity
 
-    doc = write_capacity(Path(a.settings), a.results, Path(a.out), Path(a.plot) if a.plot else None)
+    try:
+        doc = write_capacity(Path(a.settings), a.results, Path(a.out), Path(a.plot) if a.plot else None)
+    finally:
+        if a.curve:  # also when it fails: the search asks for no more probes either way
+            end_search(Path(a.curve), a.recipe)
     print(f"capacity: {doc['recipe']} {doc['outcome']}: capacity {doc['capacity']}, lowest miss {doc['lowest_miss']}")
     return 0
 
@@ -191,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cluster")
     p.add_argument("--conc", type=int)
     p.add_argument("--rehearsal", action="store_true", help="engines replaced by the mocker, run locally")
+    p.add_argument("--out", help="write the plan file (canonical JSON) instead of printing it")
     p.set_defaults(func=cmd_plan)
     _add_run_parsers(sub)
     k = sub.add_parser("keep-stack", help="(internal) own one curve's warm stack for the points that join it")
@@ -213,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--settings", required=True, help="the search's settings (.plans/capacity/<recipe>.json)")
     c.add_argument("--out", required=True)
     c.add_argument("--plot", help="also draw the probes against concurrency (PNG)")
+    c.add_argument("--curve", default="", help="the curve file of the search's stack: take --recipe off its search")
+    c.add_argument("--recipe", default="")
     c.add_argument("results", nargs="*")
     c.set_defaults(func=cmd_capacity)
     f = sub.add_parser("diff", help="what differs between two recipes, plans or results (exit 1: another measurement)")

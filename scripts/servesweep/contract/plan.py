@@ -10,13 +10,17 @@ below (``RUNTIME_REF``): ``{addr:PROC}``, ``{port:PROC.PORT}``, ``{rank_port:PRO
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from ..fileio.encode import canonical
+from ..fileio.files import write_if_changed
 from ..fileio.yamlio import checked_json, schema_errors
 from . import paths
 
@@ -40,8 +44,6 @@ STACK_REUSE_ENV = "SERVESWEEP_STACK_REUSE"  # "0": one stack per point for a who
 
 
 def stack_reuse_allowed() -> bool:
-    import os
-
     return os.environ.get(STACK_REUSE_ENV, "1").lower() not in ("0", "false", "no")
 
 
@@ -53,14 +55,24 @@ class CurveHint(NamedTuple):
     """What the main process tells a stack's keeper through the curve file."""
 
     expected: int  # points this run expects on the stack
-    searching: bool  # a capacity search may still ask for more probes
+    searching: bool  # a capacity search on the stack may still ask for more probes
     linger_s: float  # how long the stack stays up after its last point (a follow-up run attaches)
     points_s: float  # the expected points' time and the searches' worst case beyond them (a held job's size)
     canary: bool = True  # a stack that died in this run ends its server configuration's other points
 
 
-def curve_doc(expected: int, searching: bool, linger_s: float = 0, points_s: float = 0, canary: bool = True) -> dict:
-    return {"expected": expected, "searching": searching, "linger_s": linger_s, "points_s": points_s, "canary": canary}
+def curve_doc(
+    expected: int, searching: list[str], linger_s: float = 0, points_s: float = 0, canary: bool = True
+) -> dict:
+    """``searching``: the recipes on the stack whose capacity search may still ask for more probes
+    (each search's capacity job takes its recipe off: :func:`end_search`)."""
+    return {
+        "expected": expected,
+        "searching": sorted(searching),
+        "linger_s": linger_s,
+        "points_s": points_s,
+        "canary": canary,
+    }
 
 
 def read_curve(path: Path) -> CurveHint:
@@ -70,9 +82,25 @@ def read_curve(path: Path) -> CurveHint:
     if not doc:
         return CurveHint(1, False, 0.0, 0.0)
     return CurveHint(
-        max(doc["expected"], 1), doc["searching"], float(doc.get("linger_s", 0)), float(doc.get("points_s", 0)),
-        bool(doc.get("canary", True)),
+        max(doc["expected"], 1), bool(doc["searching"]), float(doc.get("linger_s", 0)),
+        float(doc.get("points_s", 0)), bool(doc.get("canary", True)),
     )  # fmt: skip
+
+
+def end_search(path: Path, recipe: str) -> None:
+    """The recipe's capacity search asks for no more probes (its capacity job runs): off the stack's
+    curve file, so the keeper ends the stack once its points are served. Under a lock on the curves'
+    folder: the capacity jobs of two recipes on one stack may run at once."""
+    path = Path(path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        doc, _why = checked_json(path, "curve.schema.yaml")
+        if doc and recipe in doc["searching"]:
+            doc["searching"] = [r for r in doc["searching"] if r != recipe]
+            write_if_changed(path, canonical(doc))
+    finally:
+        os.close(fd)
 
 
 def curve_file(server: str, rehearsal: bool) -> str:

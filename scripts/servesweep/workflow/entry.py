@@ -42,12 +42,15 @@ class RuleView(Protocol):
     def run_rank(self, recipe: str, rehearsal: bool) -> int: ...
     def held_recipes(self) -> list[str]: ...
     def scenario_of(self, recipe: str) -> str: ...
-    def capacity(self, recipe: str, asked: bool = True) -> tuple: ...
+    def capacity(self, recipe: str) -> tuple: ...
+    def plan_path(self, recipe: str, conc: int) -> str: ...
+    def recipe_source(self, recipe: str) -> str: ...
+    def capacity_curve(self, recipe: str) -> str: ...
     def smoke_point(self, recipe: str) -> int: ...
 
     evals: list  # (recipe, benchmark) of every selected recipe's accuracy benchmarks
 
-    def start_running(self, points=(), checks=()) -> None: ...
+    def start_running(self, points=(), checks=(), searches=()) -> None: ...
     def write_selection(self) -> str: ...
 
 
@@ -66,7 +69,7 @@ class SubmittedPlans:
         self.cluster_name = cluster
 
     def resources(self, recipe: str, conc: int, check: bool = False) -> dict:
-        return batch_step_tasks(json.loads((self.root / plan_file(recipe, conc)).read_text())["resources"])
+        return batch_step_tasks(json.loads((self.root / self.plan_path(recipe, conc)).read_text())["resources"])
 
     def reuse(self, recipe: str) -> bool:
         """The main process grouped the job's points; inside the job a group is only a name."""
@@ -74,7 +77,8 @@ class SubmittedPlans:
 
     def stack_group(self, recipe: str, conc: int, rehearsal: bool) -> str:
         """The group the main process gave the point: its plan's server identity."""
-        return json.loads((self.root / plan_file(recipe, conc, rehearsal)).read_text())["fingerprints"]["server"]
+        path = plan_file(recipe, conc, True) if rehearsal else self.plan_path(recipe, conc)
+        return json.loads((self.root / path).read_text())["fingerprints"]["server"]
 
     def run_rank(self, recipe: str, rehearsal: bool) -> int:
         return 0  # the job's points run in the order the main process put in the job
@@ -85,8 +89,19 @@ class SubmittedPlans:
     def scenario_of(self, recipe: str) -> str:
         return "points"  # only `snakemake --report` (a main process) asks
 
-    def capacity(self, recipe: str, asked: bool = True) -> tuple:
+    def capacity(self, recipe: str) -> tuple:
         """Never asked: a job runs points, and the capacity rule runs in the main process."""
+        raise RuntimeError(f"a cluster job does not decide capacity searches ({recipe})")
+
+    def plan_path(self, recipe: str, conc: int) -> str:
+        """The plan the main process submitted: a sweep point's, else a probe's (rules/capacity.smk)."""
+        sweep = plan_file(recipe, conc)
+        return sweep if (self.root / sweep).exists() else plan_file(recipe, conc, probe=True)
+
+    def recipe_source(self, recipe: str) -> str:
+        raise RuntimeError(f"a cluster job renders no plan ({recipe})")
+
+    def capacity_curve(self, recipe: str) -> str:
         raise RuntimeError(f"a cluster job does not decide capacity searches ({recipe})")
 
     def write_selection(self) -> str:
@@ -99,7 +114,7 @@ class SubmittedPlans:
 
     evals: list = []  # the main process asks for them
 
-    def start_running(self, points=(), checks=()) -> None:
+    def start_running(self, points=(), checks=(), searches=()) -> None:
         """The main process wrote the curve files."""
 
 

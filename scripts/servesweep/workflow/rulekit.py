@@ -1,9 +1,9 @@
-"""What the rule files call: input functions, resources, groups and priorities, each an answer
-read from the run's selection (the main process's :class:`workflow.writer.Workflow` or a cluster
-job's :class:`workflow.entry.SubmittedPlans`). Nothing here writes a file or changes a count (the
-curve files are written once the DAG is final: the onstart hook, workflow/smk.jobs_to_run), with
-one exception Snakemake leaves no other place for: ``capacity_probes`` asks the search for its
-next probe after a checkpoint, and the writer then writes that probe's plan and counts it."""
+"""What the rule files call: input functions, params, resources, groups and priorities, each an
+answer read from the run's selection (the main process's :class:`workflow.writer.Workflow` or a
+cluster job's :class:`workflow.entry.SubmittedPlans`). Nothing here writes a file or changes a
+count: the curve files are written once the DAG is final (the onstart hook,
+workflow/smk.jobs_to_run); a probe decided after a checkpoint gets its plan from a job of its own
+(rule probe_plan), and a search's capacity job takes it off its stack's curve file."""
 
 from __future__ import annotations
 
@@ -91,6 +91,16 @@ class RuleKit:
             return found
 
         return probes
+
+    def point_plan(self, wildcards) -> str:
+        """A point's plan: written before the DAG is built, or a probe's job's output."""
+        return self.sel.plan_path(wildcards.recipe, int(wildcards.conc))
+
+    def recipe_source(self, wildcards) -> str:
+        return self.sel.recipe_source(wildcards.recipe)
+
+    def capacity_curve(self, wildcards) -> str:
+        return self.sel.capacity_curve(wildcards.recipe)
 
     def held_recipe_pattern(self) -> str:
         return "|".join(re.escape(name) for name in self.held)

@@ -90,14 +90,17 @@ POINT_RULES = {"point": False, "held_point": False, "rehearse_point": True}  # r
 CHECK_RULES = {"smoke": "smoke", "held_smoke": "smoke", "eval": "eval-{benchmark}", "held_eval": "eval-{benchmark}"}
 
 
-def jobs_to_run(workflow) -> tuple[list[tuple[str, int, bool]], list[tuple[str, str]]]:
-    """The points (recipe, conc, rehearsal) and checks (recipe, check) of the jobs Snakemake is about
-    to run, read from its DAG once it is final (the onstart hook): the stack keepers' counts."""
-    points, checks = [], []
+def jobs_to_run(workflow) -> tuple[list[tuple[str, int, bool]], list[tuple[str, str]], list[str]]:
+    """The points (recipe, conc, rehearsal), checks (recipe, check) and capacity searches (recipe) of
+    the jobs Snakemake is about to run, read from its DAG once it is final (the onstart hook): the
+    stack keepers' counts."""
+    points, checks, searches = [], [], []
     for job in workflow.dag.needrun_jobs():
         name, wc = job.rule.name, dict(job.wildcards)
         if name in POINT_RULES:
             points.append((wc["recipe"], int(wc["conc"]), POINT_RULES[name]))
         elif name in CHECK_RULES:
             checks.append((wc["recipe"], CHECK_RULES[name].format(**wc)))
-    return points, checks
+        elif name == "capacity":
+            searches.append(wc["recipe"])
+    return points, checks, searches

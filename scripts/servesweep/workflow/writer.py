@@ -13,6 +13,7 @@ from pathlib import Path
 from ..checks.evalsets import settings_doc
 from ..contract import heartbeat
 from ..contract.paths import (
+    PROBE_PLAN_GLOB,
     REHEARSAL_SUMMARY_MD,
     SUMMARY_MD,
     bill_file,
@@ -41,7 +42,7 @@ class Workflow:
         self.canary = canary  # --config canary: a held stack that died ends its configuration's other points
         self._will_run: dict = {}  # (recipe, rehearsal) -> points snakemake will run
         self._checks: dict[str, set[str]] = {}  # recipe -> the checks snakemake will run on its stack (a turn each)
-        self._searching: dict[str, bool] = {}  # recipe -> the search, part of this run, wants more probes
+        self._searching: set[str] = set()  # recipes whose search, part of this run, may ask for more probes
         # curve files are written only once jobs are about to run (onstart), never in a dry run and
         # never per job while the DAG is built: until then the curves to write are only noted
         self._running = False
@@ -98,10 +99,10 @@ class Workflow:
         for p in points:
             self._write_plan(p.recipe, p.conc, rehearsal)
         self._write_sources(sorted({p.recipe for p in points}), rehearsal)
-        if not rehearsal:  # the plans of the probes known so far and of the next one of each search
+        if not rehearsal:  # each search's settings and probe plans
             for name in sel.searches.recipes:
                 write_if_changed(sel.root / capacity_settings_file(name), canonical(sel.searches.settings_doc(name)))
-                self.capacity(name, asked=False)
+                self._write_probe_plans(name)
             self._write_eval_settings()
         sel.index.drop_layouts()
         if not sel.preflight_problems:
@@ -134,7 +135,19 @@ class Workflow:
         if first:  # one pre-flight per curve
             self.sel.preflight(plan)
         if not self.sel.preflight_problems:
-            write_if_changed(self.sel.root / plan_file(recipe, conc, rehearsal), text)
+            write_if_changed(self.sel.root / self.sel.index.plan_path(recipe, conc, rehearsal), text)
+
+    def _write_probe_plans(self, recipe: str) -> None:
+        """The next probe's plan, and those of earlier probes outside the concurrencies rendered again
+        (a recipe edit then reruns them; a probe decided mid-run gets its plan from a job)."""
+        _known, decision = self.sel.capacity(recipe)
+        probes = {decision.next} if decision.next is not None else set()
+        bounds = self.sel.searches.bounds(recipe)
+        for path in (self.sel.root / plan_file(recipe, 1, probe=True)).parent.glob(PROBE_PLAN_GLOB):
+            conc = path.stem.removeprefix("probe-c")
+            probes |= {int(conc)} if conc.isdigit() and int(conc) in bounds else set()
+        for conc in sorted(probes):
+            self._write_plan(recipe, conc, False)
 
     def _write_sources(self, recipes: list[str], rehearsal: bool) -> None:
         """Next to each recipe's plans, what they were rendered from (the driver copies it into
@@ -159,19 +172,21 @@ class Workflow:
             write_if_changed(path, text())
             memo.file_written(path, made_from)
 
-    def capacity(self, recipe: str, asked: bool = True):
-        """(known probes, decision) of the recipe's capacity search, with the next probe's plan
-        written. ``asked``: the search is part of this run, so the stack keeper of its curve is told
-        whether more probes will come (it then stays warm between them)."""
-        known, decision = self.sel.capacity(recipe)
-        if decision.next is not None:
-            self._write_plan(recipe, decision.next, False)
-            if asked:  # the probe Snakemake will run next: one more point on the stack
-                self.will_run(recipe, decision.next)
-        if asked and self._searching.get(recipe) != (not decision.done):
-            self._searching[recipe] = not decision.done
-            self._write_curve(recipe, False)
-        return known, decision
+    def capacity(self, recipe: str):
+        """(known probes, decision) of the recipe's capacity search (the next probe's plan is written
+        before the DAG is built, or by its own job once a checkpoint decides it)."""
+        return self.sel.capacity(recipe)
+
+    def plan_path(self, recipe: str, conc: int) -> str:
+        return self.sel.index.plan_path(recipe, conc)
+
+    def recipe_source(self, recipe: str) -> str:
+        return self.sel.recipes[recipe].source
+
+    def capacity_curve(self, recipe: str) -> str:
+        """The curve file of the search's stack, which its capacity job takes the search off; none
+        when its points reuse no stack."""
+        return curve_file(self.sel.stacks.server(recipe), False) if self.sel.reuse(recipe) else ""
 
     def write_missing(self, rehearsal: bool = False) -> str:
         """An input of the summary that is newer than it whenever a selected result is missing.
@@ -211,10 +226,14 @@ class Workflow:
             checks.add(check)
             self._write_curve(recipe, False)
 
-    def start_running(self, points=(), checks=()) -> None:
-        """Snakemake is about to run jobs (its onstart hook; ``points``, ``checks``: those its DAG runs,
-        workflow/smk.jobs_to_run): write every curve; from now on (a search's next probe after a
-        checkpoint) each change is written at once."""
+    def start_running(self, points=(), checks=(), searches=()) -> None:
+        """Snakemake is about to run jobs (its onstart hook; ``points``, ``checks``, ``searches``: those
+        its DAG runs, workflow/smk.jobs_to_run): write every curve, once. A search's later probes are
+        not counted: its recipe stays in the curve's ``searching`` until its capacity job runs."""
+        for recipe in searches:
+            if not self.sel.capacity(recipe)[1].done:
+                self._searching.add(recipe)
+                self._unwritten_curves.add((recipe, False))
         for recipe, conc, rehearsal in points:
             self.will_run(recipe, conc, rehearsal)
         for recipe, check in checks:
@@ -241,7 +260,7 @@ class Workflow:
         stacks = self.sel.stacks
         mates = stacks.mates(recipe, rehearsal)
         points = [(m, c) for m in mates for c in sorted(self._will_run.get((m, rehearsal), ()))]
-        searching = not rehearsal and any(self._searching.get(m, False) for m in mates)
+        searching = [] if rehearsal else [m for m in mates if m in self._searching]
         server, linger = stacks.server(recipe, rehearsal), stacks.linger_s(recipe, rehearsal)
         checks = sum(len(self._checks.get(m, ())) for m in mates)
         held_s = stacks.points_s(recipe, points) + checks * CHECK_S if not rehearsal and stacks.held(recipe) else 0
