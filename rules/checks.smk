@@ -17,8 +17,6 @@ rule smoke:
     log:
         paths.SMOKE_LOG,
     priority: KIT.check_priority()
-    group:
-        KIT.stack_group("stack")
     conda:
         SW_ENV
     resources:
@@ -37,8 +35,6 @@ rule eval:
     log:
         paths.EVAL_LOG,
     priority: KIT.check_priority()
-    group:
-        KIT.stack_group("stack")
     conda:
         SW_ENV
     resources:

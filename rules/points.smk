@@ -1,22 +1,19 @@
-# One job per point: the driver runs the point's plan and writes its result
-# only if the run is valid. The stale points on one server identity (of any recipe) form one
-# group (one Slurm job with --group-components, see the profiles) and share one warm stack.
-# A checkpoint: a capacity search (capacity.smk) asks for its next probe only once the previous
-# ones have results; for every other target it is a plain rule. On Slurm, the points of a stack a
-# search or a linger keeps use held_point below instead (one allocation across re-evaluations).
+# One job per point: the driver runs the point's plan and writes its result only if the run is
+# valid. The points on one server identity (of any recipe) share one warm stack. A checkpoint: a
+# capacity search (capacity.smk) asks for its next probe only once the previous ones have results;
+# for every other target it is a plain rule. On Slurm, a recipe's points use held_point below (its
+# stack is a Slurm job of its own); only a recipe that reuses no stack submits a job per point.
 PLAN_RESOURCES = KIT.plan_resources()
 
 
 checkpoint point:
     input:
-        plan=KIT.point_plan,  # written before the DAG is built, or by a probe's job
+        plan=KIT.point_plan(),  # written before the DAG is built, or by a probe's job
     output:
         result=KIT.point_result(),
     log:
         paths.POINT_LOG,
     priority: KIT.stack_priority(False)
-    group:
-        KIT.stack_group("stack")
     conda:
         SW_ENV
     resources:
@@ -37,7 +34,7 @@ if HELD:
     # its servers, and runs its driver as a step of that job (servesweep/run/held.py).
     checkpoint held_point:
         input:
-            plan=KIT.point_plan,
+            plan=KIT.point_plan(),
         output:
             result=KIT.point_result(),
         log:
@@ -54,7 +51,11 @@ if HELD:
 
 
 # Rehearsal: the recipe's process layout, ports, env and readiness logic, with
-# the engines replaced by the mocker on this host (durations capped).
+# the engines replaced by the mocker on this host (durations capped), whatever the profile.
+localrules:
+    rehearse_point,
+
+
 rule rehearse_point:
     input:
         plan=KIT.rehearsal_plan,
@@ -63,8 +64,6 @@ rule rehearse_point:
     log:
         paths.REHEARSAL_POINT_LOG,
     priority: KIT.stack_priority(True)
-    group:
-        KIT.stack_group("rehearsal-stack")
     conda:
         SW_ENV
     resources:

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from servesweep.contract.stack_registry import Current
-from servesweep.run.held import HoldRequest, Job, _seconds, held_decision
+from servesweep.run.held import HoldRequest, held_decision
+from servesweep.run.slurmjob import Job
+from servesweep.run.slurmjob import seconds as slurm_seconds
 from servesweep.run.stackdir import State
 
 CUR = Current("s1", Path("/x/s1"), 0, "host:1", "abcd", 0.0, "42")
@@ -54,7 +56,7 @@ def test_a_stack_that_died_in_this_run_ends_its_configurations_other_points(job,
     [("1-02:03:04", 93784), ("02:03:04", 7384), ("03:04", 184), ("UNLIMITED", None), ("INVALID", None)],
 )
 def test_slurm_time_left_is_read(text, seconds):
-    assert _seconds(text) == seconds
+    assert slurm_seconds(text) == seconds
 
 
 def test_the_stack_job_asks_for_the_plans_shape():
@@ -66,28 +68,6 @@ def test_the_stack_job_asks_for_the_plans_shape():
     assert "--gres" not in " ".join(HoldRequest(1, 2, 0, False, 1, 100, 5).sbatch_options())
 
 
-def test_a_lingering_held_stack_is_seen_from_render(tmp_path):
-    """A follow-up run's recipes with these servers go to the held stack while it lingers and is ready."""
-    import json
-
-    from servesweep.contract.stack_registry import lingering_held
-
-    d = tmp_path / "s1"
-    d.mkdir()
-    (tmp_path / "current.json").write_text(json.dumps(Current("s1", d, 0, "h:1", "abcd", 60.0, "42").to_json()))
-    (d / "state.json").write_text('{"state": "ready"}')
-    assert lingering_held(tmp_path)
-    (d / "state.json").write_text('{"state": "stopped"}')
-    assert not lingering_held(tmp_path)
-    (d / "state.json").write_text('{"state": "ready"}')
-    (tmp_path / "current.json").write_text(json.dumps(Current("s1", d, 0, "h:1", "abcd", 0.0, "42").to_json()))
-    assert not lingering_held(tmp_path)  # no linger: its job ends with its run
-    (tmp_path / "current.json").write_text(json.dumps(Current("s1", d, 4242, "h:1", "abcd", 60.0).to_json()))
-    assert not lingering_held(tmp_path)  # a local stack, not a held one
-    (tmp_path / "current.json").write_text("[1")
-    assert not lingering_held(tmp_path)
-
-
 def test_a_step_cut_by_the_jobs_end_counts_only_after_its_own_valid_result(tmp_path):
     """The keeper may end the held job once the last expected point reported; Slurm then cancels that
     point's step while its driver exits. Only a result this step wrote, for this plan, makes it a success."""
@@ -96,7 +76,7 @@ def test_a_step_cut_by_the_jobs_end_counts_only_after_its_own_valid_result(tmp_p
     import time
 
     from servesweep.contract.plan import Plan
-    from servesweep.run.held import _written
+    from servesweep.run.heldstep import _written
     from servesweep.tools.samples import result_doc
 
     from helpers import plan_of
@@ -121,13 +101,13 @@ def test_a_step_cut_by_the_jobs_end_counts_only_after_its_own_valid_result(tmp_p
 def test_a_job_the_controller_forgot_is_gone_not_an_error(monkeypatch):
     """squeue refuses a job id slurmctld purged (MinJobAge after its end): the held stack recorded
     with it is over, and the next point starts a new one (found on the rig: a follow-up run)."""
-    from servesweep.run import held
+    from servesweep.run import slurmjob
 
     def squeue(argv):
         if argv[0] == "squeue":
-            raise held.AllocationError("squeue -j 26 failed: slurm_load_jobs error: Invalid job id specified")
-        raise held.AllocationError("sacct failed: no accounting")
+            raise slurmjob.AllocationError("squeue -j 26 failed: slurm_load_jobs error: Invalid job id specified")
+        raise slurmjob.AllocationError("sacct failed: no accounting")
 
-    monkeypatch.setattr(held, "query", squeue)
-    assert held.job("26") == Job("26", "GONE", "", None)
-    assert held_decision(CUR, "abcd", State.READY, held.job("26"), need_s=120) == "start"
+    monkeypatch.setattr(slurmjob, "query", squeue)
+    assert slurmjob.job("26") == Job("26", "GONE", "", None)
+    assert held_decision(CUR, "abcd", State.READY, slurmjob.job("26"), need_s=120) == "start"

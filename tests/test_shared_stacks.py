@@ -1,6 +1,6 @@
 """A stack's identity is its server side only: points of recipes that differ only in what the
-client does (scenario, dataset, concurrency, duration, SLO, validity) share one stack, one group
-job and one curve file; anything that changes the servers starts another."""
+client does (scenario, dataset, concurrency, duration, SLO, validity) share one stack (on Slurm one
+held stack's job) and one curve file; anything that changes the servers starts another."""
 
 from __future__ import annotations
 
@@ -94,37 +94,37 @@ def _two_scenarios(tmp_path):
     return wf
 
 
-def test_recipes_with_one_server_identity_form_one_group_job(tmp_path, monkeypatch):
-    """One group (one Slurm job) for both recipes' stale points: its first point asks for one
-    startup plus every point's time, the others for nothing; they run next to each other; the
-    stack's curve file counts the points of both recipes."""
+def test_recipes_with_one_server_identity_share_one_held_stack(tmp_path, monkeypatch):
+    """On Slurm both recipes' points run on one held stack (no Slurm job of their own), next to each
+    other; the stack's curve file counts the points of both recipes and sizes its job for one startup
+    and every point."""
+    from servesweep.contract.plan import CurveHint, Plan
+    from servesweep.run.held import HoldRequest
+
     wf = _two_scenarios(tmp_path)
     sel = Selection(wf, "hcm-hgx02")
     wfl = Workflow(sel)
     wfl.write_plans()
     assert sel.stacks.mates(PROD) == sel.stacks.mates("b-synthetic") == ("b-synthetic", PROD)
     assert sel.stacks.mates("c-other-servers") == ("c-other-servers",)
-    assert wfl.stack_group(PROD, 96, False) == wfl.stack_group("b-synthetic", 8, False)
-    assert wfl.stack_group("c-other-servers", 8, False) != wfl.stack_group(PROD, 96, False)
+    assert wfl.held_recipes() == ["b-synthetic", "c-other-servers", PROD]
     plans = {
         (r, c): json.loads((wf / plan_file(r, c)).read_text()) for r, c in [(PROD, 96), (PROD, 150), ("b-synthetic", 8)]
     }
-    res = {k: sel.resources(*k) for k in plans}
-    first = res[("b-synthetic", 8)]
-    want = plans[("b-synthetic", 8)]["resources"]["startup_s"] + sum(p["resources"]["point_s"] for p in plans.values())
-    assert first["runtime_min"] * 60 >= want > (first["runtime_min"] - 1) * 60
-    assert first["nodes"] == 1 and first["mem_mb"] > 0
-    assert all(res[k]["nodes"] == 0 and res[k]["runtime_min"] == 0 for k in plans if k != ("b-synthetic", 8))
     ranks = sorted(sel.recipes, key=lambda n: wfl.run_rank(n, False))
     assert ranks == ["b-synthetic", PROD, "c-other-servers"]
     monkeypatch.setenv(heartbeat.ENV, "")  # start_running sets it for the jobs: restored after the test
-    wfl.start_running()
+    wfl.start_running(list((r, c, False) for r, c in plans))
     try:
         assert wfl.beat is not None and os.environ[heartbeat.ENV] == str(wfl.beat.path)
-        for r, c in plans:
-            wfl.will_run(r, c)
         server = plans[(PROD, 96)]["fingerprints"]["server"]
-        assert json.loads((wf / curve_file(server, False)).read_text())["expected"] == 3
+        curve = json.loads((wf / curve_file(server, False)).read_text())
+        assert curve["expected"] == 3 and curve["searching"] == []
+        assert curve["points_s"] == sum(p["resources"]["point_s"] for p in plans.values())
+        first = plans[("b-synthetic", 8)]
+        request = HoldRequest.of(Plan.from_json(first), CurveHint(3, False, 0.0, curve["points_s"]), "gpu", None)
+        floor = first["resources"]["startup_s"] + curve["points_s"]
+        assert floor / 60 <= request.time_min <= (floor + 600) / 60 and request.nodes == 1
     finally:
         wfl.beat.stop()
 
@@ -135,9 +135,13 @@ def test_a_recipe_that_reuses_no_stack_is_alone(tmp_path):
     doc["stack"] = {"reuse": False}
     (wf / "recipes" / "b-synthetic.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
     sel = Selection(wf, "hcm-hgx02")
-    Workflow(sel).write_plans()
+    wfl = Workflow(sel)
+    wfl.write_plans()
     assert sel.stacks.mates(PROD) == (PROD,) and sel.stacks.mates("b-synthetic") == ("b-synthetic",)
-    assert sel.resources("b-synthetic", 8)["nodes"] == 1
+    # on Slurm its points are Slurm jobs of their own, each with one startup and its own time
+    assert "b-synthetic" not in wfl.held_recipes() and PROD in wfl.held_recipes()
+    res, plan = sel.resources("b-synthetic", 8), json.loads((wf / plan_file("b-synthetic", 8)).read_text())
+    assert res["nodes"] == 1 and res["runtime_min"] == plan["resources"]["runtime_min"]
 
 
 def test_a_points_client_side_is_checked_apart_from_its_stacks(tmp_path):

@@ -98,13 +98,13 @@ def cmd_run_eval(a) -> int:
 
 
 def cmd_run_held_check(a) -> int:
-    from .run.held import run_held_check
+    from .run.heldstep import run_held_check
 
     return run_held_check(a.check, Path(a.plan), Path(a.inputs), Path(a.out), a.partition or None, a.account or None)
 
 
 def cmd_run_held_point(a) -> int:
-    from .run.held import run_held_point
+    from .run.heldstep import run_held_point
 
     return run_held_point(Path(a.plan), Path(a.result), a.partition or None, a.account or None)
 

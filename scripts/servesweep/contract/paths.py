@@ -51,6 +51,7 @@ CREDENTIALS_FILE = "credentials.json"  # the stack's own secrets (0600)
 # in a stack's dir (logs/stacks/<server>/<id>/) and its server identity's dir (logs/stacks/<server>/)
 CURRENT_FILE = "current.json"  # the server identity's stack a new point joins
 REGISTRY_LOCK = "registry.lock"  # serializes joining against stopping
+CLIENT_LOCK = "client.lock"  # a held stack's points run their steps one at a time from the submitting host
 STATE_FILE = "state.json"  # the keeper's state
 SERVED_FILE, RUNNING_FILE = "served.json", "running.json"  # the points': how many done, which one runs
 OWNER_FILE = "owner.json"  # the snakemake run a lingering stack serves now
@@ -93,6 +94,11 @@ def _sub(rehearsal: bool) -> str:
 
 def result_file(recipe: str, conc: int, rehearsal: bool = False) -> str:
     return f"results/{_sub(rehearsal)}{recipe}/c{conc}.json"
+
+
+def earlier_state_file(restart: int) -> str:
+    """A held stack's state before its job's ``restart``-th run (run/stackdir.reincarnate)."""
+    return f"{STATE_FILE}.before-restart-{restart}"
 
 
 def plan_file(recipe: str, conc: int, rehearsal: bool = False, probe: bool = False) -> str:

@@ -58,12 +58,3 @@ def read_current(root: Path) -> Current | None:
         )  # fmt: skip
     except (KeyError, TypeError, ValueError):
         return None
-
-
-def lingering_held(root: Path) -> bool:
-    """A held stack that lingers for another run is recorded under ``root`` and was ready when last
-    written (the point that joins it checks its Slurm job; a stale answer costs a new held stack)."""
-    cur = read_current(root)
-    if cur is None or not cur.job or cur.linger_s <= 0:
-        return False
-    return read_json_object(cur.dir / STATE_FILE).get("state") == State.READY

@@ -1,21 +1,16 @@
-"""run-held-point (and run-held-check): a point (a check) on a held stack, from the main snakemake's host.
-
-A Slurm group job ends before Snakemake re-evaluates a checkpoint, so a capacity search would start
-its engines once per probe. Here the stack is a Slurm job of its own (``sbatch``: the stack keeper as
-its batch script, sized from render's hold request), started by the first point that needs it and
-found in the registry (``current.json``) by the next ones, also by a follow-up snakemake while it
-lingers. Each point runs its driver as a step of that job on its batch host (``srun --jobid
---overlap``), where it joins the stack as any point joins a warm one. The job ends when the keeper
-does: its points are done (and its linger is over), it was idle too long, or the snakemake it
-serves is gone (heartbeat).
+"""A held stack: on Slurm, the stack of one server identity as a Slurm job of its own (``sbatch``:
+the stack keeper as its batch script, sized from the curve file), started by the first point that
+needs it and found in the registry (``current.json``) by the next ones, also by a follow-up
+snakemake while it lingers. Its points, probes and checks run their drivers as steps of that job
+(``run/heldstep``), so a point's failure ends no other point and a capacity search's probes, decided
+one after another, start the engines once. The job ends when the keeper does: its points are done
+(and its linger is over), it was idle too long, or the snakemake it serves is gone (heartbeat).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -27,17 +22,12 @@ from ..contract import paths
 from ..contract.heartbeat import ENV as HEARTBEAT_ENV
 from ..contract.plan import CurveHint, Plan, batch_step_tasks, sbatch_args, slurm_resources
 from ..contract.stack_registry import Current
-from ..fileio.errors import plain_text
-from ..fileio.yamlio import checked_json
 from .curve import curve_state, expected_points, snakemake_ancestor, stacks_root
-from .driver import default_log_dir, keep_earlier_attempt
-from .driver_io import Say, now, private_plan
 from .slurm import AllocationError, query
-from .stackdir import Registry, StackDir, State, alive
+from .slurmjob import POLL_S, Job, job, restarts
+from .stackdir import Flock, Registry, StackDir, State, alive
 
-LIVE = ("PENDING", "CONFIGURING", "RUNNING")
 HOLD_MARGIN_S = 300  # over the estimate: teardown, and snakemake re-evaluating between points
-POLL_S = float(os.environ.get("SERVESWEEP_SQUEUE_POLL_S", "2"))
 HOLD_SCRIPT = '#!/bin/sh\n# a held stack: the keeper is this job\'s batch script (run/held.py)\nexec "$@"\n'
 
 
@@ -85,53 +75,6 @@ class HoldRequest:
         return out + ([f"--account={self.account}"] if self.account else [])
 
 
-@dataclass(frozen=True)
-class Job:
-    id: str
-    state: str  # Slurm's, or GONE once the controller forgot it
-    host: str  # its batch host
-    left_s: float | None  # time left before its limit
-
-    @property
-    def live(self) -> bool:
-        return self.state in LIVE
-
-
-def job(job_id: str) -> Job:
-    try:
-        out = query(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T|%B|%L"]).strip().splitlines()
-    except AllocationError as e:
-        if "Invalid job id" not in str(e):
-            raise
-        out = []  # the controller forgot the job (MinJobAge after its end): ask accounting
-    if not out:
-        return Job(job_id, _accounted_state(job_id), "", None)
-    state, host, left = (out[0].split("|") + ["", ""])[:3]
-    return Job(job_id, state.strip(), host.strip(), _seconds(left))
-
-
-def _accounted_state(job_id: str) -> str:
-    """A job squeue forgot: its end state from accounting, where there is accounting."""
-    try:
-        lines = query(["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State"]).split()
-    except AllocationError:
-        return "GONE"
-    return lines[0].split()[0] if lines else "GONE"
-
-
-def _seconds(text: str) -> float | None:
-    """Slurm's [days-]hours:minutes:seconds (or minutes:seconds)."""
-    text = text.strip()
-    try:
-        days, _, rest = text.rpartition("-")
-        parts = [int(x) for x in rest.split(":")]
-    except ValueError:
-        return None
-    while len(parts) < 3:
-        parts.insert(0, 0)
-    return (int(days or 0) * 24 + parts[0]) * 3600 + parts[1] * 60 + parts[2]
-
-
 def held_decision(
     cur: Current | None, server: str, status_state, job_now: Job | None, need_s: float, canary: str | None = None
 ) -> str:
@@ -163,10 +106,13 @@ class HeldStack:
         self.invocation = f"{socket.gethostname()}:{snakemake_ancestor() or os.getpid()}"
         self.submitted = False
 
-    def find_or_submit(self) -> Current:
+    def find_or_submit(self, fresh: bool = False) -> Current:
+        """The stack to run on (``fresh``: a new one, after an infrastructure end cut a step short)."""
         lock = self.registry.lock()
         try:
             lock.acquire()
+            if fresh:
+                return self._submit()
             cur = self.registry.current()
             status = StackDir(cur.dir).status() if cur else None
             now_job = job(cur.job) if cur and cur.job else None
@@ -195,7 +141,9 @@ class HeldStack:
         keeper = [sys.executable, "-m", "servesweep", "keep-stack", str(self.plan_path), "--dir", str(d)]
         keeper += ["--id", stack_id, "--watch", "0", "--expect", str(expected_points(self.plan))]
         keeper += ["--result", str(self.result_path)]
-        argv = ["sbatch", "--parsable", f"--job-name=servesweep-stack-{server[:8]}", *self.request.sbatch_options()]
+        # --requeue: a node failure or preemption runs the stack again (its keeper starts it afresh)
+        argv = ["sbatch", "--parsable", "--requeue", "--open-mode=append", f"--job-name=servesweep-stack-{server[:8]}"]
+        argv += self.request.sbatch_options()
         argv += [f"--output={d / paths.JOB_LOG}", f"--chdir={Path.cwd()}", "--export=ALL", str(script), *keeper]
         try:
             job_id = query(argv).strip().split(";")[0]
@@ -234,6 +182,30 @@ class HeldStack:
             return _skipped(cur, status.message)
         return f"the held stack {cur.id} (Slurm job {cur.job}, {j.state}) died: {status.message}"
 
+    def wait_turn(self, client: Flock) -> None:
+        """Until no other point of this stack has a step running from this host: one srun client and
+        one waiting driver per stack, however many points wait (they sleep here, polling a lock)."""
+        main = snakemake_ancestor()
+        while not client.acquire(blocking=False):
+            if main and not alive(main):
+                raise HeldFailed("the snakemake that wanted this point is gone")
+            time.sleep(POLL_S)
+
+    def wait_incarnation(self, cur: Current) -> int | None:
+        """The job's restart count, once the stack dir is its keeper's of that run (a requeued job's
+        keeper starts the stack again: until then the dir holds the cut run's end)."""
+        main, sdir = snakemake_ancestor(), StackDir(cur.dir)
+        while True:
+            n = restarts(cur.job)
+            if not n or sdir.status().incarnation >= n:
+                return n
+            j = job(cur.job)
+            if not j.live:
+                raise HeldFailed(self._ended(cur, j))
+            if main and not alive(main):
+                raise HeldFailed("the snakemake that wanted this point is gone")
+            time.sleep(POLL_S)
+
     def wait_canary(self, cur: Current) -> None:
         """A turn that joined a stack of this run still starting waits for its verdict (the first
         point is the canary): a stack that dies skips it, with the reason."""
@@ -260,129 +232,3 @@ def _skipped(cur: Current, message: str | None) -> str:
 
 class HeldFailed(Exception):
     pass
-
-
-def run_held_point(plan_path: Path, result_path: Path, partition: str | None, account: str | None) -> int:
-    plan = private_plan(plan_path)
-    if plan is None:
-        return 2
-    driver, name = ["run-point", str(plan_path), str(result_path)], f"c{plan.concurrency}"
-    held = _held_stack(plan, plan_path, result_path, name, partition, account)
-    return _run_as_step(held, driver, name, "result.schema.yaml", record=True)
-
-
-def run_held_check(check: str, plan_path: Path, inputs: Path, out_path: Path, partition, account) -> int:
-    """A check (``smoke``, ``eval``) of a recipe whose stack is held: a step of that stack's job, like
-    its points (no allocation or engine start of its own)."""
-    plan = private_plan(plan_path)
-    if plan is None:
-        return 2
-    driver, name = [f"run-{check}", str(plan_path), str(inputs), str(out_path)], Path(out_path).stem
-    held = _held_stack(plan, plan_path, out_path, name, partition, account)
-    return _run_as_step(held, driver, name, f"{check}.schema.yaml", record=False)
-
-
-def _held_stack(plan: Plan, plan_path: Path, out_path: Path, name: str, partition, account) -> HeldStack:
-    request = HoldRequest.of(plan, curve_state(plan), partition, account)
-    say = Say(f"{plan.recipe} {name}", Path(os.devnull))
-    return HeldStack(plan, Path(plan_path).resolve(), Path(out_path).resolve(), request, say)
-
-
-def _run_as_step(held: HeldStack, driver: list[str], name: str, schema: str, record: bool) -> int:
-    """Find or submit the held stack, run ``servesweep <driver> --join`` as a step of its job; its
-    exit status. ``record``: a point's failure.json says why the stack ended it."""
-    plan, out_path, say = held.plan, held.result_path, held.say
-    step: subprocess.Popen | None = None
-
-    def stop_step(signum, _frame):
-        if step is not None and step.poll() is None:
-            step.send_signal(signal.SIGTERM)  # srun passes it to the step: the driver tears down and records why
-            try:
-                step.wait(timeout=90)
-            except subprocess.TimeoutExpired:
-                step.kill()
-        raise SystemExit(128 + signum)
-
-    old = {s: signal.signal(s, stop_step) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    try:
-        cur = held.find_or_submit()
-        j = held.wait_running(cur)
-        held.wait_canary(cur)
-        say(f"stack: {name} runs as a step of Slurm job {cur.job} on {j.host}")
-        started = time.time()
-        step = subprocess.Popen(_step_argv(cur, j.host, driver, name), start_new_session=True)  # Ctrl-C: stop_step
-        rc = step.wait()
-    except (HeldFailed, AllocationError) as e:
-        say(f"FAILED: {e}")
-        if record:
-            _add_failure(plan, str(e), fresh=step is None)
-        return 1
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-    if rc != 0:
-        after = _job_or_none(cur.job)
-        if after is not None and not after.live:
-            if _written(plan, out_path, started, schema):
-                say(f"stack: Slurm job {cur.job} ended ({after.state}) as this step exited, after its file was written")
-                return 0
-            why = f"the held stack's Slurm job {cur.job} ended ({after.state}) while this {name} ran"
-            status = StackDir(cur.dir).status()
-            why += f": its stack died: {status.message}" if status.state is State.DEAD and status.message else ""
-            say(f"FAILED: {why}")
-            if record:
-                _add_failure(plan, why)
-    return rc
-
-
-def _written(plan: Plan, path: Path, since: float, schema: str) -> bool:
-    """Whether this step's driver wrote its file (it does so last, atomically, and only for a valid
-    run): the stack's keeper may end the job once the last expected turn has reported, and Slurm then
-    cancels that step while its driver exits."""
-    try:
-        if path.stat().st_mtime < since:
-            return False
-    except OSError:
-        return False
-    doc, _ = checked_json(path, schema)
-    return isinstance(doc, dict) and doc["identity"]["plan_fingerprint"] == plan.fingerprints["plan"]
-
-
-def _step_argv(cur: Current, host: str, driver: list[str], name: str) -> list[str]:
-    step = ["srun", f"--jobid={cur.job}", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={host}"]
-    step += ["--kill-on-bad-exit=1", f"--job-name=servesweep-{name}", "--export=ALL"]
-    return [*step, sys.executable, "-m", "servesweep", *driver, "--join", str(cur.dir)]
-
-
-def _job_or_none(job_id: str) -> Job | None:
-    """The job's state once it has settled (COMPLETING turns into its end state within seconds)."""
-    deadline = time.monotonic() + 30
-    try:
-        j = job(job_id)
-        while j.state == "COMPLETING" and time.monotonic() < deadline:
-            time.sleep(POLL_S)
-            j = job(job_id)
-        return j
-    except AllocationError:
-        return None
-
-
-def _add_failure(plan: Plan, reason: str, fresh: bool = False) -> None:
-    """The point's failure.json with the held stack's reason first (the step's own, if it wrote one,
-    after). ``fresh``: no step ran, so the run dir is an earlier attempt's: it moves aside first."""
-    run_dir = default_log_dir(plan)
-    if fresh:
-        keep_earlier_attempt(run_dir)
-    path = run_dir / paths.FAILURE_FILE
-    try:
-        earlier = json.loads(path.read_text()).get("reason")
-    except (OSError, ValueError, AttributeError):
-        earlier = None
-    if isinstance(earlier, str) and reason in earlier:
-        return
-    run_dir.mkdir(parents=True, exist_ok=True)
-    full = reason + (f" ({earlier})" if isinstance(earlier, str) and earlier else "")
-    doc = {"time": now(), "reason": plain_text(full), "logs": str(run_dir)}
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, indent=1) + "\n")
-    tmp.replace(path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from pathlib import Path
@@ -27,9 +28,13 @@ def keep_stack(plan_path: Path, stack_dir: Path, stack_id: str, watch: int, expe
     plan = load_plan(plan_path)
     say = Say(f"{plan.recipe} stack {stack_id}", stack_dir / paths.KEEPER_DRIVER_LOG)
     sdir = StackDir(stack_dir)
+    restart = int(os.environ.get("SLURM_RESTART_COUNT") or 0)  # a held stack's job Slurm requeued
     try:
         claim = sdir.claim_keeper()
-        sdir.publish(State.STARTING)
+        if restart:
+            say(f"Slurm job restarted ({restart}): starting the stack again")
+            sdir.reincarnate(restart)
+        sdir.publish(State.STARTING, incarnation=restart)
     except ProtocolError as e:
         say(f"FAILED: {e}")
         return 1

@@ -63,6 +63,7 @@ class Status:
     message: str | None = None
     info: dict | None = None
     keeper: int | None = None
+    incarnation: int = 0  # the Slurm restart of the held job whose keeper wrote it (0: its first run)
 
 
 @dataclass(frozen=True)
@@ -79,14 +80,26 @@ class StackDir:
             state = State(doc["state"]) if "state" in doc else None
         except ValueError:
             state = State.DEAD  # an unknown state is never joined
-        return Status(state, doc.get("message"), doc.get("info"), doc.get("keeper"))
+        restart = doc.get("incarnation", 0)
+        restart = restart if isinstance(restart, int) and not isinstance(restart, bool) else -1
+        return Status(state, doc.get("message"), doc.get("info"), doc.get("keeper"), restart)
 
     def publish(self, state: State, **fields) -> None:
         """The keeper's next state; only the transitions the protocol allows."""
-        now = self.status().state
-        if state not in TRANSITIONS[now]:
-            raise ProtocolError(f"stack {self.id}: {now and now.value} -> {state.value} is not allowed")
+        status = self.status()
+        if state not in TRANSITIONS[status.state]:
+            now = status.state and status.state.value
+            raise ProtocolError(f"stack {self.id}: {now} -> {state.value} is not allowed")
+        fields.setdefault("incarnation", max(status.incarnation, 0))
         write_json(self.path / STATE_FILE, {"state": state.value, "keeper": os.getpid(), **fields})
+
+    def reincarnate(self, restart: int) -> None:
+        """The keeper of a held stack whose Slurm job was requeued (its ``restart``-th run) starts the
+        stack afresh: the earlier run's state is kept beside it, and the protocol begins again."""
+        state = self.path / STATE_FILE
+        if state.exists():
+            state.rename(self.path / paths.earlier_state_file(restart))
+        (self.path / paths.RUNNING_FILE).unlink(missing_ok=True)
 
     def fail(self, message: str) -> None:
         """DEAD, unless the stack already reached an end state (a stop under way stays a stop)."""
@@ -160,6 +173,10 @@ class Registry:
     def lock(self) -> Flock:
         """Held while a point joins or starts a stack (and while a keeper decides to stop)."""
         return Flock(self.root / paths.REGISTRY_LOCK)
+
+    def client_lock(self) -> Flock:
+        """Held by the point (a held stack's) whose step runs now from the submitting host."""
+        return Flock(self.root / paths.CLIENT_LOCK)
 
     def current(self) -> Current | None:
         """The recorded stack, or None when there is none or the file is not one we wrote."""

@@ -38,7 +38,6 @@ class RuleView(Protocol):
 
     def resources(self, recipe: str, conc: int, check: bool = False) -> dict: ...
     def reuse(self, recipe: str) -> bool: ...
-    def stack_group(self, recipe: str, conc: int, rehearsal: bool) -> str: ...
     def run_rank(self, recipe: str, rehearsal: bool) -> int: ...
     def held_recipes(self) -> list[str]: ...
     def scenario_of(self, recipe: str) -> str: ...
@@ -72,16 +71,11 @@ class SubmittedPlans:
         return batch_step_tasks(json.loads((self.root / self.plan_path(recipe, conc)).read_text())["resources"])
 
     def reuse(self, recipe: str) -> bool:
-        """The main process grouped the job's points; inside the job a group is only a name."""
-        return True
-
-    def stack_group(self, recipe: str, conc: int, rehearsal: bool) -> str:
-        """The group the main process gave the point: its plan's server identity."""
-        path = plan_file(recipe, conc, True) if rehearsal else self.plan_path(recipe, conc)
-        return json.loads((self.root / path).read_text())["fingerprints"]["server"]
+        """A job's point reuses no stack (a held stack's points never run in a job's snakemake)."""
+        return False
 
     def run_rank(self, recipe: str, rehearsal: bool) -> int:
-        return 0  # the job's points run in the order the main process put in the job
+        return 0  # one point per job
 
     def held_recipes(self) -> list[str]:
         return []  # a held stack's points run from the main process, never in a job's snakemake

@@ -15,7 +15,6 @@ from snakemake.io import report
 
 from ..contract import paths
 from ..contract.plan import slurm_resources
-from . import smk
 from .smk import wildcards_only
 
 RESOURCE_KEYS = ("tasks", "nodes", "gres", "runtime", "cpus_per_task", "mem_mb", "slurm_extra")
@@ -92,9 +91,14 @@ class RuleKit:
 
         return probes
 
-    def point_plan(self, wildcards) -> str:
+    def point_plan(self):
         """A point's plan: written before the DAG is built, or a probe's job's output."""
-        return self.sel.plan_path(wildcards.recipe, int(wildcards.conc))
+
+        @wildcards_only
+        def plan(wildcards):
+            return self.sel.plan_path(wildcards.recipe, int(wildcards.conc))
+
+        return plan
 
     def recipe_source(self, wildcards) -> str:
         return self.sel.recipe_source(wildcards.recipe)
@@ -143,24 +147,6 @@ class RuleKit:
             return paths.plan_file(wildcards.recipe, self.point_conc(wildcards))
 
         return plan
-
-    def stack_group(self, prefix: str):
-        """The group of a point: every stale point on one server identity (of any recipe) in one
-        group, merged into one job by the profiles' --group-components; none when the recipe reuses
-        no stack. None at all when nothing submits jobs: Snakemake ignores groups in local runs, and a
-        dry run then shows the jobs a local run has (and skips a per-job callable)."""
-        if not self.sel.submits_jobs:
-            return None
-
-        @wildcards_only
-        def group(wildcards):
-            if not self.sel.reuse(wildcards.recipe):
-                return None
-            server = self.sel.stack_group(wildcards.recipe, self.point_conc(wildcards), prefix.startswith("rehearsal"))
-            smk.name_group(self.workflow, f"{prefix}-{server}", prefix + "-{server}")  # what --group-components names
-            return f"{prefix}-{server}"
-
-        return group
 
     def stack_priority(self, rehearsal: bool):
         """A stack's points back to back (its recipes next to each other, each in ascending

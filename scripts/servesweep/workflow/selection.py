@@ -148,24 +148,13 @@ class Selection:
         return f"scenario {self.recipes[recipe].doc['scenario']['name']}"
 
     def resources(self, recipe: str, conc: int, check: bool = False) -> dict:
-        """What the point's job (``check``: a check's on the point's stack) asks the cluster for. The
-        stale points of one server identity run as one Slurm job (a group summing the widths of its
-        members): the first carries one startup plus every stale point's and declared eval's time and
-        the plan's nodes and memory; the others, checks included, add nothing. A check with no stale
-        point beside it asks for the stack alone: one startup and its own time."""
+        """What the point's own Slurm job (``check``: a check's on the point's stack) asks for: one
+        startup and its own time. Only a recipe that reuses no stack has such jobs; every other runs
+        on a held stack, sized from the curve file (run/held)."""
         res = batch_step_tasks(self.index.facts(recipe, conc).resources)
-        stale = self.stacks.stale_points(recipe) if self.index.reuse(recipe) else []
-        if check and stale:
-            return dict(res, nodes=0, mem_mb=0, cpus_per_task=0, runtime_min=0, tasks=0)
         if check:
             return dict(res, runtime_min=math.ceil((res["startup_s"] + CHECK_S) / 60))
-        if (recipe, conc) not in stale:
-            return res
-        if (recipe, conc) != stale[0]:
-            return dict(res, nodes=0, mem_mb=0, cpus_per_task=0, runtime_min=0, tasks=0)
-        evals = sum(len(self.recipes[m].evals) for m in self.stacks.mates(recipe))
-        total = res["startup_s"] + sum(self.index.facts(r, c).resources["point_s"] for r, c in stale) + evals * CHECK_S
-        return dict(res, runtime_min=math.ceil(total / 60))
+        return res
 
     def reuse(self, recipe: str) -> bool:
         return self.index.reuse(recipe)

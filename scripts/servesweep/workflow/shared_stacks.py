@@ -1,14 +1,11 @@
 """Which points share a warm stack: those of every recipe with the same server identity (a plan's
 ``fingerprints.server``: everything that makes the servers what they are, nothing the client
-decides) whose stacks may be reused. They form one group (one Slurm job), run back to back, and the
-group's first point carries the job's time for all of them. On Slurm, a stack that a capacity search
-or a linger keeps is *held* instead: a Slurm job of its own that its points reach as job steps
-(``run/held``), sized here."""
+decides) whose stacks may be reused. They run back to back on it. On Slurm every such stack is
+*held*: a Slurm job of its own that its points, probes and checks reach as job steps
+(``run/held``), sized here; a point's failure ends no other point."""
 
 from __future__ import annotations
 
-from ..contract.paths import stacks_dir
-from ..contract.stack_registry import lingering_held
 from .capacity_search import CapacitySearches
 from .index import PointIndex
 from .run_points import RunPoints
@@ -24,7 +21,6 @@ class SharedStacks:
         self._groups: dict | None = None  # (recipe, rehearsal) -> its mates, sorted by name
         self._ranks: dict = {}  # rehearsal -> recipe -> run order
         self._stale: dict = {}  # (mates, run scope, next probes) -> their stale points
-        self._held: dict = {}  # recipe -> held, fixed for the run (the rules chose by it at start)
 
     def server(self, recipe: str, rehearsal: bool = False) -> str:
         return self.index.server(recipe, rehearsal)
@@ -40,7 +36,7 @@ class SharedStacks:
         """The groups, computed again (with the run order) after a recipe's server became known."""
         if self._groups is None or self._seen != self.index.servers_seen:
             self._seen = self.index.servers_seen
-            self._groups, self._ranks, self._held = self._group(), {}, {}
+            self._groups, self._ranks = self._group(), {}
         return self._groups
 
     def _group(self) -> dict:
@@ -76,20 +72,9 @@ class SharedStacks:
         return max(self.index.linger_s(m) for m in self.mates(recipe, rehearsal))
 
     def held(self, recipe: str) -> bool:
-        """On a cluster, whether the recipe's stack is held (its own Slurm job): a capacity search
-        (each probe is decided after the previous one's job would have ended) or a linger keeps it,
-        or an earlier run's held stack lingers for these servers (its points then join it)."""
-        self._grouped()
-        if recipe not in self._held:
-            self._held[recipe] = self._is_held(recipe)
-        return self._held[recipe]
-
-    def _is_held(self, recipe: str) -> bool:
-        if not self.index.submits_jobs or not self.index.reuse(recipe):
-            return False
-        if any(m in self.searches.recipes or self.index.linger_s(m) > 0 for m in self.mates(recipe)):
-            return True
-        return lingering_held(self.index.root / stacks_dir(self.server(recipe), False))  # an earlier run's
+        """On a cluster, whether the recipe's stack is held (its own Slurm job): whenever its points
+        reuse a stack. A recipe that reuses none runs each point as a Slurm job of its own."""
+        return self.index.submits_jobs and self.index.reuse(recipe)
 
     def points_s(self, recipe: str, points: list[tuple[str, int]]) -> float:
         """Seconds of the given points on the recipe's stack and of its searches' worst case of further

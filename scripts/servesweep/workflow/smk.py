@@ -74,11 +74,6 @@ def run_scope(workflow) -> tuple[frozenset, bool]:
     return frozenset(dag.targets or ()), bool(forced)
 
 
-def name_group(workflow, gid: str, pattern: str) -> None:
-    """What ``--group-components`` matches a group job by (Snakemake maps ids to their patterns)."""
-    workflow.parent_groupids[gid] = pattern
-
-
 def wildcards_only(fn):
     """A per-job callable whose parameters Snakemake need not look up again for every job
     (inspect.signature per job and per callable is a measurable share of a large dry run)."""

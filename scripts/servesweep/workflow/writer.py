@@ -73,9 +73,6 @@ class Workflow:
     def reuse(self, recipe: str) -> bool:
         return self.sel.reuse(recipe)
 
-    def stack_group(self, recipe: str, conc: int, rehearsal: bool) -> str:
-        return self.sel.stacks.server(recipe, rehearsal)
-
     def run_rank(self, recipe: str, rehearsal: bool) -> int:
         return self.sel.stacks.rank(recipe, rehearsal)
 
