@@ -3,6 +3,7 @@ Slurm's answers are read (the real-Slurm tests are in test_slurm.py)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,62 @@ def test_a_job_the_controller_forgot_is_gone_not_an_error(monkeypatch):
     monkeypatch.setattr(slurmjob, "query", squeue)
     assert slurmjob.job("26") == Job("26", "GONE", "", None)
     assert held_decision(CUR, "abcd", State.READY, slurmjob.job("26"), need_s=120) == "start"
+
+
+def test_the_bill_takes_the_startup_and_each_points_time_from_the_latest_results(tmp_path):
+    """Two points measured on one stack (a 20 s gap between them), one on an older stack, one never
+    measured: the latest stack's startup, each measured point's benchmark plus the idle per point."""
+    import json
+
+    from servesweep.workflow.bill import measured
+
+    def result(recipe, conc, stack, start, end, startup, bench):
+        path = tmp_path / f"results/{recipe}/c{conc}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        ident = {"stack": {"id": stack, "startup_s": startup}, "start_time": f"2026-12-01T00:{start}+00:00",
+                 "end_time": f"2026-12-01T00:{end}+00:00"}  # fmt: skip
+        path.write_text(json.dumps({"identity": ident, "timings_s": {"bench": bench}}))
+
+    result("a", 2, "old", "00:00", "01:00", 300.0, 50.0)
+    result("a", 4, "new", "10:00", "11:00", 120.0, 55.0)
+    result("b", 8, "new", "11:20", "12:20", 120.0, 58.0)
+    (tmp_path / "results/b/c16.json").write_text("{half")
+    m = measured(tmp_path, [("a", 2), ("a", 4), ("b", 8), ("b", 16), ("b", 32)])
+    assert m.startup_s == 120.0 and m.idle_per_point_s == 10.0  # 20 s between the new stack's 2 points
+    assert m.bench_s == {("a", 2): 50.0, ("a", 4): 55.0, ("b", 8): 58.0}
+    assert measured(tmp_path, [("c", 1)]).startup_s is None
+
+
+@pytest.mark.parametrize(
+    "after,before,now,end",
+    [
+        (Job("7", "PENDING", "", None), 0, 1, "requeued"),  # scontrol requeue, node failure, preemption
+        (Job("7", "RUNNING", "n1", 60.0), 1, 1, None),  # the point's own failure: the job goes on
+        (Job("7", "PENDING", "", None), None, 1, None),  # restarts unknown: not guessed
+        (Job("7", "TIMEOUT", "", None), None, None, "TIMEOUT"),
+        (Job("7", "NODE_FAIL", "", None), None, None, "NODE_FAIL"),
+        (Job("7", "PREEMPTED", "", None), None, None, "PREEMPTED"),
+        (Job("7", "CANCELLED by 0", "", None), None, None, None),  # a cancel is the user's
+        (Job("7", "FAILED", "", None), None, None, None),
+        (Job("7", "GONE", "", None), None, None, None),
+    ],
+)
+def test_only_the_allocations_end_is_an_infrastructure_failure(after, before, now, end):
+    from servesweep.run.slurmjob import infrastructure_end
+
+    assert infrastructure_end(after, before, now) == end
+
+
+def test_a_stacks_waiting_points_take_turns_in_order_and_a_dead_ones_ticket_is_dropped(tmp_path):
+    import subprocess
+
+    from servesweep.run.held import _first_alive
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    for name in (f"0+a+000000004+{os.getpid()}", f"0+a+000000002+{dead.pid}", f"1+a+smoke+{os.getpid()}"):
+        (tmp_path / name).touch()
+    assert _first_alive(tmp_path) == f"0+a+000000004+{os.getpid()}"  # c2's point is gone: c4 is next
+    assert not (tmp_path / f"0+a+000000002+{dead.pid}").exists()
+    (tmp_path / f"0+a+000000016+{os.getpid()}").touch()
+    assert _first_alive(tmp_path) == f"0+a+000000004+{os.getpid()}"  # c4 before c16, checks last

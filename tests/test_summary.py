@@ -190,12 +190,11 @@ def test_the_last_runs_bill_is_set_against_what_its_stacks_spent(fixture_run):
     doc = json.loads(sel.read_text())
     sel.write_text(json.dumps(doc | {"cluster": "slurm-x"}))
     bill = Path(".plans/bill-slurm-x.json")
-    bill.write_text(json.dumps({"time": "2026-12-01T00:04:00+00:00", "stacks": [], "gpu_h": 0.2}))
+    bill.write_text(json.dumps({"time": "2026-12-01T00:04:00+00:00", "stacks": [], "gpu_h": 0.2, "gpu_h_bound": 0.5}))
     build_summary(paths, sel, Path("results/summary.md"))
     section = Path("results/summary.md").read_text().split("## Bill against spend")[1].split("##")[0]
-    assert (
-        "billed 0.200 GPU-h" in section and "the 1 stack(s) it started spent 0.100 GPU-h (50% of the bill)" in section
-    )
+    assert "billed 0.200 GPU-h" in section and ", bound 0.500)" in section, section
+    assert "the 1 stack(s) it started spent 0.100 GPU-h (50% of the bill)" in section
     bill.write_text("{not a bill")
     build_summary(paths, sel, Path("results/summary.md"))
     assert "## Bill against spend" not in Path("results/summary.md").read_text()  # an unreadable bill: left out

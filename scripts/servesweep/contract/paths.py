@@ -52,6 +52,7 @@ CREDENTIALS_FILE = "credentials.json"  # the stack's own secrets (0600)
 CURRENT_FILE = "current.json"  # the server identity's stack a new point joins
 REGISTRY_LOCK = "registry.lock"  # serializes joining against stopping
 CLIENT_LOCK = "client.lock"  # a held stack's points run their steps one at a time from the submitting host
+CLIENT_QUEUE = "client-queue"  # ... in this order: one ticket per waiting point, per host
 STATE_FILE = "state.json"  # the keeper's state
 SERVED_FILE, RUNNING_FILE = "served.json", "running.json"  # the points': how many done, which one runs
 OWNER_FILE = "owner.json"  # the snakemake run a lingering stack serves now

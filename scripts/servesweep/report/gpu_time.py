@@ -108,9 +108,11 @@ def bill_section(df: pd.DataFrame, bill: dict | None) -> list[str]:
     since = pd.Timestamp(bill["time"]).timestamp()
     spent, stacks = spent_since(df, since)
     ratio = f" ({spent / bill['gpu_h']:.0%} of the bill)" if bill["gpu_h"] else ""
+    bound = bill.get("gpu_h_bound")
+    bound = f", bound {bound:.3f}" if isinstance(bound, (int, float)) and not isinstance(bound, bool) else ""
     return ["", "## Bill against spend", "",
-            f"The run that started at {bill['time']} was billed {bill['gpu_h']:.3f} GPU-h (upper bounds: startups at "
-            f"their bound unless measured, points at their jobs' time); the {stacks} stack(s) it started spent "
+            f"The run that started at {bill['time']} was billed {bill['gpu_h']:.3f} GPU-h (expected: startup and "
+            f"points as last measured, else at their jobs' bounds{bound}); the {stacks} stack(s) it started spent "
             f"{spent:.3f} GPU-h{ratio}."]  # fmt: skip
 
 

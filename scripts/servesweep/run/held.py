@@ -27,6 +27,7 @@ from .slurm import AllocationError, query
 from .slurmjob import POLL_S, Job, job, restarts
 from .stackdir import Flock, Registry, StackDir, State, alive
 
+TURN_POLL_S = 0.5  # a waiting point looking for its turn (a local lock and a folder, no Slurm query)
 HOLD_MARGIN_S = 300  # over the estimate: teardown, and snakemake re-evaluating between points
 HOLD_SCRIPT = '#!/bin/sh\n# a held stack: the keeper is this job\'s batch script (run/held.py)\nexec "$@"\n'
 
@@ -182,14 +183,23 @@ class HeldStack:
             return _skipped(cur, status.message)
         return f"the held stack {cur.id} (Slurm job {cur.job}, {j.state}) died: {status.message}"
 
-    def wait_turn(self, client: Flock) -> None:
-        """Until no other point of this stack has a step running from this host: one srun client and
-        one waiting driver per stack, however many points wait (they sleep here, polling a lock)."""
+    def wait_turn(self, client: Flock, order: str) -> None:
+        """Until it is this point's turn to run a step from this host: the lowest ``order`` of the
+        stack's points waiting here (its recipes by name, each in ascending concurrency, checks last)
+        and no step running. One srun client and one waiting driver per stack, however many points
+        wait (they sleep here, polling a lock)."""
         main = snakemake_ancestor()
-        while not client.acquire(blocking=False):
-            if main and not alive(main):
-                raise HeldFailed("the snakemake that wanted this point is gone")
-            time.sleep(POLL_S)
+        queue = self.registry.root / paths.CLIENT_QUEUE / socket.gethostname()
+        queue.mkdir(parents=True, exist_ok=True)
+        ticket = queue / f"{order}+{os.getpid()}"
+        ticket.touch()
+        try:
+            while not (_first_alive(queue) == ticket.name and client.acquire(blocking=False)):
+                if main and not alive(main):
+                    raise HeldFailed("the snakemake that wanted this point is gone")
+                time.sleep(TURN_POLL_S)
+        finally:
+            ticket.unlink(missing_ok=True)
 
     def wait_incarnation(self, cur: Current) -> int | None:
         """The job's restart count, once the stack dir is its keeper's of that run (a requeued job's
@@ -221,6 +231,18 @@ class HeldStack:
             if main and not alive(main):
                 raise HeldFailed("the snakemake that wanted this point is gone")
             time.sleep(POLL_S)
+
+
+def _first_alive(queue: Path) -> str | None:
+    """The lowest ticket of a live waiting point (a killed point's ticket is dropped)."""
+    names = []
+    for f in queue.iterdir():
+        pid = f.name.rpartition("+")[2]
+        if pid.isdigit() and alive(int(pid)):
+            names.append(f.name)
+        else:
+            f.unlink(missing_ok=True)
+    return min(names, default=None)
 
 
 def _skipped(cur: Current, message: str | None) -> str:

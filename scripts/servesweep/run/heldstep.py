@@ -24,7 +24,7 @@ from .driver import default_log_dir, keep_earlier_attempt
 from .driver_io import Say, now, private_plan
 from .held import HeldFailed, HeldStack, HoldRequest
 from .slurm import AllocationError
-from .slurmjob import INFRASTRUCTURE_ENDS, job, restarts, settled
+from .slurmjob import infrastructure_end, job, restarts, settled
 from .stackdir import StackDir, State
 
 
@@ -34,7 +34,8 @@ def run_held_point(plan_path: Path, result_path: Path, partition: str | None, ac
         return 2
     driver, name = ["run-point", str(plan_path), str(result_path)], f"c{plan.concurrency}"
     held = _held_stack(plan, plan_path, result_path, name, partition, account)
-    return _run_as_step(held, driver, name, "result.schema.yaml", record=True)
+    order = f"0+{plan.recipe}+{plan.concurrency:09d}"  # a stack's points in ascending concurrency
+    return _run_as_step(held, driver, (name, order), "result.schema.yaml", record=True)
 
 
 def run_held_check(check: str, plan_path: Path, inputs: Path, out_path: Path, partition, account) -> int:
@@ -45,7 +46,7 @@ def run_held_check(check: str, plan_path: Path, inputs: Path, out_path: Path, pa
         return 2
     driver, name = [f"run-{check}", str(plan_path), str(inputs), str(out_path)], Path(out_path).stem
     held = _held_stack(plan, plan_path, out_path, name, partition, account)
-    return _run_as_step(held, driver, name, f"{check}.schema.yaml", record=False)
+    return _run_as_step(held, driver, (name, f"1+{plan.recipe}+{name}"), f"{check}.schema.yaml", record=False)
 
 
 def _held_stack(plan: Plan, plan_path: Path, out_path: Path, name: str, partition, account) -> HeldStack:
@@ -57,16 +58,18 @@ def _held_stack(plan: Plan, plan_path: Path, out_path: Path, name: str, partitio
 INFRA_RETRIES = 1  # a point's step cut by its allocation's end (requeue, time limit, node failure): once more
 
 
-def _run_as_step(held: HeldStack, driver: list[str], name: str, schema: str, record: bool) -> int:
+def _run_as_step(held: HeldStack, driver: list[str], turn: tuple[str, str], schema: str, record: bool) -> int:
     """Wait for the stack's client turn (one step at a time per stack from this host), find or submit
     the held stack and run ``servesweep <driver> --join`` as a step of its job; its exit status. A
     step its allocation's end cut short is run again, up to INFRA_RETRIES times, every attempt kept.
-    ``record``: a point's failure.json says why the stack ended it."""
+    ``turn``: (the step's name, its place among the stack's points waiting here); ``record``: a
+    point's failure.json says why the stack ended it."""
+    name, order = turn
     step = Step(held, driver, name, record)
     old = {s: signal.signal(s, step.stop) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     client = held.registry.client_lock()
     try:
-        held.wait_turn(client)
+        held.wait_turn(client, order)
         cur, retries = held.find_or_submit(), INFRA_RETRIES
         while True:
             rc, infra = step.run(cur, schema)
@@ -131,15 +134,14 @@ class Step:
         if not after.live and _written(plan, held.result_path, started, schema):
             held.say(f"stack: Slurm job {cur.job} ended ({after.state}) as this step exited, its file written")
             return 0, None
+        end = infrastructure_end(after, before, restarts(cur.job) if after.live else None)
         if after.live:
-            now = restarts(cur.job)
-            requeued = before is not None and now is not None and now > before
             why = f"the held stack's Slurm job {cur.job} was requeued while this {self.name} ran"
-            return rc, why if requeued else None
+            return rc, why if end else None
         why = f"the held stack's Slurm job {cur.job} ended ({after.state}) while this {self.name} ran"
         status = StackDir(cur.dir).status()
         why += f": its stack died: {status.message}" if status.state is State.DEAD and status.message else ""
-        if after.state.split()[0] in INFRASTRUCTURE_ENDS:
+        if end:
             return rc, why
         held.say(f"FAILED: {why}")
         if self.record:

@@ -50,6 +50,17 @@ def restarts(job_id: str) -> int | None:
         return None
 
 
+def infrastructure_end(after: Job, restarts_before: int | None, restarts_now: int | None) -> str | None:
+    """How the allocation, not the point, ended a step that failed: ``requeued`` (the job is live
+    again, run once more), its end state (time limit, node failure, preemption), or None (the point's
+    own failure, or a cancel: neither is retried)."""
+    if after.live:
+        known = restarts_before is not None and restarts_now is not None
+        return "requeued" if known and restarts_now > restarts_before else None
+    state = after.state.split()[0] if after.state.strip() else ""
+    return state if state in INFRASTRUCTURE_ENDS else None
+
+
 def settled(job_id: str) -> Job | None:
     """The job's state once it has settled (COMPLETING turns into its end state within seconds)."""
     deadline = time.monotonic() + 30

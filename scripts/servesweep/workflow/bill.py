@@ -3,15 +3,19 @@ server configuration: every recipe with the same servers) of the points this run
 GPU-hours its allocations will hold and how many allocations it requests.
 
 GPU-hours = GPUs x (startup per allocation + each point's time + the capacity searches' worst case
-of further probes + the declared evals + the linger). The startup is the last one measured for the recipe's stack when a
-result records it, else the job's bound (readiness timeout + margin); a point's time is the time
-its job asks for (warm-up, run, grace), an upper bound of what it spends."""
+of further probes + the declared evals + the linger), the accounting of the summary's "GPU time per
+stack" (startup, benchmarks, idle between points, linger). Two figures: the *expected* one takes the
+startup and each point's time (its benchmark and its share of the idle between points) from the
+recipes' latest results where there are any, and the job's bounds elsewhere; the *bound* takes every
+point at the time its job asks for (warm-up, run, grace) and the startup at its bound until one is
+measured. Probes and evals count at their bounds in both."""
 
 from __future__ import annotations
 
 import json
 import sys
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from ..contract.paths import result_file
@@ -26,30 +30,62 @@ class StackBill:
     allocations: int
     startup_s: float
     startup_measured: bool
-    points_s: float
+    points_s: float  # the points at their jobs' bound
     probes_s: float
     linger_s: float
     checks_s: float = 0.0  # the recipes' declared evals, at their jobs' bound each
+    expected_points_s: float | None = None  # measured where measured, else bound (None: as points_s)
+    points_measured: int = 0
+
+    def _hours(self, points_s: float) -> float:
+        held_s = self.allocations * self.startup_s + points_s + self.probes_s + self.checks_s + self.linger_s
+        return self.gpus * held_s / 3600
 
     @property
     def gpu_h(self) -> float:
-        held_s = self.allocations * self.startup_s + self.points_s + self.probes_s + self.checks_s + self.linger_s
-        return self.gpus * held_s / 3600
+        """The expected GPU-hours."""
+        return self._hours(self.points_s if self.expected_points_s is None else self.expected_points_s)
+
+    @property
+    def gpu_h_bound(self) -> float:
+        return self._hours(self.points_s)
 
 
-def measured_startup_s(root: Path, recipes: tuple[str, ...], concs: dict) -> float | None:
-    """The startup the latest result of these recipes records for its stack (None: none measured)."""
-    latest = None
-    for r in recipes:
-        for c in concs[r]:
-            try:
-                doc = json.loads((root / result_file(r, c)).read_text())
-                when, startup = doc["end_time"], float(doc["identity"]["stack"]["startup_s"])
-            except (OSError, ValueError, KeyError, TypeError):
-                continue
-            if latest is None or when > latest[0]:
-                latest = (when, startup)
-    return None if latest is None else latest[1]
+@dataclass(frozen=True)
+class Measured:
+    """What the latest results of a stack's recipes say: its last startup, each point's benchmark
+    time, and the idle time per point on the latest stack that ran them."""
+
+    startup_s: float | None
+    bench_s: dict  # (recipe, conc) -> seconds
+    idle_per_point_s: float
+
+
+def _times(root: Path, recipe: str, conc: int) -> tuple | None:
+    try:
+        doc = json.loads((root / result_file(recipe, conc)).read_text())
+        i = doc["identity"]
+        start, end = datetime.fromisoformat(i["start_time"]), datetime.fromisoformat(i["end_time"])
+        return (
+            i["stack"]["id"],
+            start.timestamp(),
+            end.timestamp(),
+            float(i["stack"]["startup_s"]),
+            float(doc["timings_s"]["bench"]),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def measured(root: Path, points: list[tuple[str, int]]) -> Measured:
+    """The measurements of ``points`` (recipe, conc) found in their results; unreadable ones are skipped."""
+    seen = {p: t for p in points if (t := _times(root, *p)) is not None}
+    if not seen:
+        return Measured(None, {}, 0.0)
+    latest = max(seen.values(), key=lambda t: t[2])
+    on_it = sorted((t[1], t[2]) for t in seen.values() if t[0] == latest[0])
+    idle = sum(max(nxt[0] - cur[1], 0.0) for cur, nxt in zip(on_it, on_it[1:], strict=False))
+    return Measured(latest[3], {p: t[4] for p, t in seen.items()}, idle / len(on_it))
 
 
 def stack_bills(sel) -> list[StackBill]:
@@ -64,48 +100,64 @@ def stack_bills(sel) -> list[StackBill]:
         points = sel.stacks.stale_points(r.name) if reuse else [(r.name, c) for c in sel.run.curve_points(r.name)]
         if not points:
             continue
-        res = sel.index.facts(*points[0]).resources
-        measured = measured_startup_s(sel.root, mates, {m: sel.recipes[m].concurrency for m in mates})
-        probes = sel.stacks.points_s(r.name, []) if reuse else 0.0
-        bills.append(
-            StackBill(
-                recipes=mates,
-                points=len(points),
-                gpus=res["nodes"] * res["gpus_per_node"],
-                allocations=1 if reuse else len(points),
-                startup_s=measured if measured is not None else res["startup_s"],
-                startup_measured=measured is not None,
-                points_s=sum(sel.index.facts(m, c).resources["point_s"] for m, c in points),
-                probes_s=probes,
-                linger_s=sel.stacks.linger_s(r.name) if reuse else 0.0,
-                checks_s=CHECK_S * sum(len(sel.recipes[m].evals) for m in mates),
-            )
-        )
+        bills.append(_bill(sel, r.name, mates, points, reuse))
     return bills
+
+
+def _bill(sel, recipe: str, mates: tuple[str, ...], points: list[tuple[str, int]], reuse: bool) -> StackBill:
+    res = sel.index.facts(*points[0]).resources
+    m = measured(sel.root, [(n, c) for n in mates for c in sel.recipes[n].concurrency])
+    bound = {p: sel.index.facts(*p).resources["point_s"] for p in points}
+    expected = sum(m.bench_s[p] + m.idle_per_point_s if p in m.bench_s else bound[p] for p in points)
+    return StackBill(
+        recipes=mates,
+        points=len(points),
+        gpus=res["nodes"] * res["gpus_per_node"],
+        allocations=1 if reuse else len(points),
+        startup_s=m.startup_s if m.startup_s is not None else res["startup_s"],
+        startup_measured=m.startup_s is not None,
+        points_s=sum(bound.values()),
+        probes_s=sel.stacks.points_s(recipe, []) if reuse else 0.0,
+        linger_s=sel.stacks.linger_s(recipe) if reuse else 0.0,
+        checks_s=CHECK_S * sum(len(sel.recipes[n].evals) for n in mates),
+        expected_points_s=expected,
+        points_measured=sum(p in m.bench_s for p in points),
+    )
 
 
 def bill_lines(bills: list[StackBill]) -> list[str]:
     if not bills:
         return []
     formula = "GPUs x (startup per allocation + points + probes' worst case + evals + linger)"
-    out = [f"bill of this run (GPU-hours = {formula}):"]
+    out = [f"bill of this run (GPU-hours = {formula}; points measured where they were before, else at their bound):"]
     for b in bills:
         startup = f"{b.startup_s:.0f} s {'measured' if b.startup_measured else 'bound'}"
+        expected = b.points_s if b.expected_points_s is None else b.expected_points_s
         out.append(
             f"  {', '.join(b.recipes)}: {b.points} point(s), {b.allocations} allocation(s) of {b.gpus} GPU(s), "
-            f"startup {startup}, points {b.points_s:.0f} s, probes ≤ {b.probes_s:.0f} s, evals ≤ {b.checks_s:.0f} s, "
-            f"linger {b.linger_s:.0f} s"
-            f" = {b.gpu_h:.2f} GPU-h"
+            f"startup {startup}, points {expected:.0f} s ({b.points_measured} measured; bound {b.points_s:.0f} s), "
+            f"probes ≤ {b.probes_s:.0f} s, evals ≤ {b.checks_s:.0f} s, linger {b.linger_s:.0f} s"
+            f" = {b.gpu_h:.2f} GPU-h (bound {b.gpu_h_bound:.2f})"
         )
-    total_h, allocations = sum(b.gpu_h for b in bills), sum(b.allocations for b in bills)
-    out.append(f"  total: {allocations} allocation(s), {total_h:.2f} GPU-h (point times are their jobs' upper bounds)")
+    total_h, bound_h, allocations = (sum(b.gpu_h for b in bills), sum(b.gpu_h_bound for b in bills),
+                                     sum(b.allocations for b in bills))  # fmt: skip
+    out.append(f"  total: {allocations} allocation(s), {total_h:.2f} GPU-h expected, {bound_h:.2f} GPU-h bound")
     return out
 
 
 def bill_doc(bills: list[StackBill], when: str) -> dict:
     """What the summary compares with the spend: the bill as the run started (``when``, UTC ISO)."""
-    stacks = [{"recipes": list(b.recipes), "allocations": b.allocations, "gpu_h": round(b.gpu_h, 4)} for b in bills]
-    return {"time": when, "stacks": stacks, "gpu_h": round(sum(b.gpu_h for b in bills), 4)}
+    stacks = [
+        {"recipes": list(b.recipes), "allocations": b.allocations, "gpu_h": round(b.gpu_h, 4),
+         "gpu_h_bound": round(b.gpu_h_bound, 4)}
+        for b in bills
+    ]  # fmt: skip
+    return {
+        "time": when,
+        "stacks": stacks,
+        "gpu_h": round(sum(b.gpu_h for b in bills), 4),
+        "gpu_h_bound": round(sum(b.gpu_h_bound for b in bills), 4),
+    }
 
 
 def say_bill(sel) -> None:
