@@ -321,19 +321,22 @@ def test_two_server_identities_are_two_jobs_each_on_one_stack(swf):
 
 
 def test_scancel_mid_curve_keeps_finished_points(swf):
-    c2, c3, c4 = (f"results/slurm-curve-long/c{c}.json" for c in (2, 3, 4))
-    proc = _run_until_bench(swf, c3, c4, wait_for=c3, first=c2)  # c3 benchmarks on the stack c2 used
+    """`scancel` of a held stack's job while its second point benchmarks: the first point's result
+    stays, the running one fails naming the cancel, and the third is skipped (the stack died in this
+    run: no new allocation for it)."""
+    targets = [f"results/slurm-curve-long/c{c}.json" for c in (2, 3, 4)]
+    proc = _run_until_bench(swf, targets[1], *targets[2:], first=targets[0])  # c3 benchmarks after c2
     jobs = _our_jobs(swf, "R")
     assert len(jobs) == 1
     subprocess.run(["scancel", *jobs], check=True)
     since = time.time() - 300
     out = _finish(proc)
     assert proc.returncode != 0, out[-3000:]
-    assert (swf / "results/slurm-curve-long/c2.json").exists()
-    assert (
-        not (swf / "results/slurm-curve-long/c3.json").exists()
-        and not (swf / "results/slurm-curve-long/c4.json").exists()
-    )
+    assert (swf / targets[0]).exists() and not (swf / targets[1]).exists() and not (swf / targets[2]).exists()
+    reasons = [json.loads((swf / f"logs/slurm-curve-long/c{c}/failure.json").read_text())["reason"] for c in (3, 4)]
+    assert f"Slurm job {next(iter(jobs))} ended (CANCELLED" in reasons[0], reasons
+    assert reasons[1].startswith("skipped: the held stack"), reasons
+    assert out.count("stack: submitted held stack") == 1, out[-3000:]
     assert_no_strays(since, swf, timeout=30)
 
 

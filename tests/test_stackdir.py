@@ -29,7 +29,7 @@ def test_states_follow_the_allowed_transitions(tmp_path):
         d.publish(State.READY)  # not before starting
     d.publish(State.STARTING)
     d.publish(State.READY, info={"id": "x"})
-    assert d.status() == Status(State.READY, None, {"id": "x"}, os.getpid())
+    assert d.status() == Status(State.READY, None, {"id": "x"}, os.getpid(), 0)
     d.publish(State.STOPPED, message="all 3 expected point(s) done")
     d.fail("late interrupt")  # a stop under way stays a stop
     assert d.status().state is State.STOPPED
@@ -37,6 +37,29 @@ def test_states_follow_the_allowed_transitions(tmp_path):
         assert TRANSITIONS[end] == set()
     with pytest.raises(ProtocolError):
         d.publish(State.READY)
+
+
+def test_a_requeued_held_stack_starts_again_with_the_cut_run_set_aside(tmp_path):
+    """Slurm runs a requeued job's batch script (the keeper) again: the cut run's state, logs,
+    credentials and etcd data move aside, the points served stay counted, and the new run's states
+    carry its restart (a point waits for that run, not the cut one's end)."""
+    d = StackDir(tmp_path)
+    d.publish(State.STARTING)
+    d.publish(State.READY)
+    d.finish_turn()
+    d.fail("stack keeper interrupted by SIGTERM")
+    for name in ("frontend.log", "credentials.json", "tls/ca.pem", "etcd/member/wal", "job.log", "hold.sh"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(name)
+    d.reincarnate(1)
+    assert d.status().state is None and d.status().incarnation == 0
+    d.publish(State.STARTING, incarnation=1)
+    d.publish(State.READY)
+    assert d.status().state is State.READY and d.status().incarnation == 1 and d.served() == 1
+    aside = tmp_path / "before-restart-1"
+    assert {p.name for p in aside.iterdir()} == {"state.json", "frontend.log", "credentials.json", "tls", "etcd"}
+    assert (tmp_path / "job.log").exists() and (tmp_path / "hold.sh").exists() and not (tmp_path / "tls").exists()
+    assert '"dead"' in (aside / "state.json").read_text()
 
 
 def test_an_unknown_or_garbage_state_is_never_joined(tmp_path):

@@ -59,6 +59,12 @@ OWNER_FILE = "owner.json"  # the snakemake run a lingering stack serves now
 TURN_LOCK, KEEPER_LOCK = "turn.lock", "keeper.lock"  # one benchmark at a time; one keeper per stack
 KEEPER_LOG, KEEPER_DRIVER_LOG = "keeper.log", "keeper-driver.log"  # its stdout; its progress lines
 JOB_LOG = "job.log"  # a held stack's Slurm job output
+HOLD_SCRIPT = "hold.sh"  # a held stack's batch script
+WAITING_DIR = "waiting"  # the points attached to a stack, one file per pid
+# what a requeued held stack's new run keeps in place (the rest of the dir moves aside)
+KEPT_ACROSS_RESTARTS = frozenset(
+    {KEEPER_LOCK, TURN_LOCK, JOB_LOG, KEEPER_DRIVER_LOG, KEEPER_LOG, SERVED_FILE, OWNER_FILE, HOLD_SCRIPT, WAITING_DIR}
+)
 # the render side's caches (safe to delete)
 YAML_CACHE = ".snakemake/servesweep/recipes-parsed.json"
 MEMO_FILE = ".snakemake/servesweep/rendered.json"
@@ -97,9 +103,13 @@ def result_file(recipe: str, conc: int, rehearsal: bool = False) -> str:
     return f"results/{_sub(rehearsal)}{recipe}/c{conc}.json"
 
 
-def earlier_state_file(restart: int) -> str:
-    """A held stack's state before its job's ``restart``-th run (run/stackdir.reincarnate)."""
-    return f"{STATE_FILE}.before-restart-{restart}"
+def earlier_run_dir(restart: int) -> str:
+    """In a held stack's dir: what its job's run before the ``restart``-th one left (its state, logs,
+    credentials, etcd data; run/stackdir.reincarnate)."""
+    return f"{EARLIER_RUN_PREFIX}{restart}"
+
+
+EARLIER_RUN_PREFIX = "before-restart-"
 
 
 def plan_file(recipe: str, conc: int, rehearsal: bool = False, probe: bool = False) -> str:

@@ -28,6 +28,7 @@ from .slurmjob import POLL_S, Job, job, restarts
 from .stackdir import Flock, Registry, StackDir, State, alive
 
 TURN_POLL_S = 0.5  # a waiting point looking for its turn (a local lock and a folder, no Slurm query)
+TURN_SETTLE_S = 5.0  # points started together (one snakemake scheduling pass) all line up before the first turn
 HOLD_MARGIN_S = 300  # over the estimate: teardown, and snakemake re-evaluating between points
 HOLD_SCRIPT = '#!/bin/sh\n# a held stack: the keeper is this job\'s batch script (run/held.py)\nexec "$@"\n'
 
@@ -136,7 +137,7 @@ class HeldStack:
         stack_id = f"{server[:8]}-{int(time.time() * 1000) % 10**10}-{os.getpid()}"
         d = self.registry.root / stack_id
         d.mkdir(parents=True)
-        script = d / "hold.sh"
+        script = d / paths.HOLD_SCRIPT
         script.write_text(HOLD_SCRIPT)
         script.chmod(0o700)
         keeper = [sys.executable, "-m", "servesweep", "keep-stack", str(self.plan_path), "--dir", str(d)]
@@ -193,8 +194,11 @@ class HeldStack:
         queue.mkdir(parents=True, exist_ok=True)
         ticket = queue / f"{order}+{os.getpid()}"
         ticket.touch()
+        lined_up = time.monotonic() + TURN_SETTLE_S  # the points snakemake started with this one are in line
         try:
-            while not (_first_alive(queue) == ticket.name and client.acquire(blocking=False)):
+            while not (
+                time.monotonic() >= lined_up and _first_alive(queue) == ticket.name and client.acquire(blocking=False)
+            ):
                 if main and not alive(main):
                     raise HeldFailed("the snakemake that wanted this point is gone")
                 time.sleep(TURN_POLL_S)

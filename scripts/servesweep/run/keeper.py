@@ -59,6 +59,9 @@ def keep_stack(plan_path: Path, stack_dir: Path, stack_id: str, watch: int, expe
     except Interrupted as e:
         sdir.fail(f"stack keeper interrupted by {e}")
         return 128 + e.signum
+    except Exception as e:  # a bug: its points must not wait for a stack that will never be ready
+        sdir.fail(f"stack keeper failed: {type(e).__name__}: {e}")
+        raise
     finally:
         for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(s, signal.SIG_IGN)

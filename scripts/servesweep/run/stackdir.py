@@ -95,11 +95,13 @@ class StackDir:
 
     def reincarnate(self, restart: int) -> None:
         """The keeper of a held stack whose Slurm job was requeued (its ``restart``-th run) starts the
-        stack afresh: the earlier run's state is kept beside it, and the protocol begins again."""
-        state = self.path / STATE_FILE
-        if state.exists():
-            state.rename(self.path / paths.earlier_state_file(restart))
-        (self.path / paths.RUNNING_FILE).unlink(missing_ok=True)
+        stack afresh: what the cut run left (state, process logs, credentials, etcd data) moves into
+        ``before-restart-<n>``, and the protocol begins again; the points served stay counted."""
+        aside = self.path / paths.earlier_run_dir(restart)
+        aside.mkdir(exist_ok=True)
+        for f in self.path.iterdir():
+            if f.name not in paths.KEPT_ACROSS_RESTARTS and not f.name.startswith(paths.EARLIER_RUN_PREFIX):
+                f.rename(aside / f.name)
 
     def fail(self, message: str) -> None:
         """DEAD, unless the stack already reached an end state (a stop under way stays a stop)."""
@@ -136,16 +138,16 @@ class StackDir:
         return read_json(self.path / paths.RUNNING_FILE).get("point")
 
     def wait(self, pid: int) -> None:
-        (self.path / "waiting").mkdir(exist_ok=True)
-        (self.path / "waiting" / str(pid)).touch()
+        (self.path / paths.WAITING_DIR).mkdir(exist_ok=True)
+        (self.path / paths.WAITING_DIR / str(pid)).touch()
 
     def done_waiting(self, pid: int) -> None:
-        (self.path / "waiting" / str(pid)).unlink(missing_ok=True)
+        (self.path / paths.WAITING_DIR / str(pid)).unlink(missing_ok=True)
 
     def waiting(self) -> list[int]:
         """Points attached and still alive (a killed point does not hold the stack up)."""
         out = []
-        for f in (self.path / "waiting").glob("*"):
+        for f in (self.path / paths.WAITING_DIR).glob("*"):
             if f.name.isdigit() and alive(int(f.name)):
                 out.append(int(f.name))
             else:
