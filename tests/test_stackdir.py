@@ -95,6 +95,8 @@ def test_turns_count_positions_and_a_finished_turn_clears_running(tmp_path):
     assert d.finish_turn() == 1 and d.running_point() is None
     assert d.start_turn(8, 2.0) == 2
     assert d.finish_turn() == 2 and d.served() == 2
+    assert d.start_turn(16, 3.0) == 3
+    assert d.finish_turn(counted=False) == 2 and d.running_point() is None  # cut by a signal: runs again
 
 
 def test_a_dead_point_does_not_hold_the_stack(tmp_path):

@@ -181,10 +181,12 @@ class SharedStack:
             state = st.state.value if st.state else "not started"
             raise PointFailed(f"stack {self.dir.name} is {state} {when}: {st.message}")
 
-    def detach(self) -> None:
+    def detach(self, counted: bool = True) -> None:
+        """``counted``: the turn served a point (a turn cut by a signal is not: after a requeue of a
+        held stack's job its point runs again, and the keeper must wait for it)."""
         last = False
         if self._turn is not None:
-            served = self.stack.finish_turn()
+            served = self.stack.finish_turn(counted)
             self._turn.close()
             self._turn = None
             hint = curve_state(self.plan)

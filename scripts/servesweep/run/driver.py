@@ -45,7 +45,7 @@ class SoloStack:
     def check(self, when: str) -> None:
         self.stack.check(when)
 
-    def detach(self) -> None:
+    def detach(self, counted: bool = True) -> None:
         self.stack.stop()
 
 
@@ -115,6 +115,7 @@ def _attempt(plan: Plan, plan_path: Path, result_path: Path, run_dir: Path, join
     say = Say(f"{plan.recipe} c{plan.concurrency}", run_dir / paths.DRIVER_LOG)
     stack = open_stack(plan, plan_path, result_path, run_dir, say, join)
     cleanup: list = []
+    interrupted = False
     try:
         started_at = now()
         _before_attach(plan, result_path, say)
@@ -131,6 +132,7 @@ def _attempt(plan: Plan, plan_path: Path, result_path: Path, run_dir: Path, join
     except Interrupted as e:
         say(f"interrupted by {e}; tearing down")
         _record_failure(run_dir, f"interrupted by {e}")
+        interrupted = True
         return 128 + e.signum
     except Exception as e:  # noqa: BLE001 - a bug of ours must still leave a failure record and the artifacts
         say(f"FAILED unexpectedly: {type(e).__name__}: {e}")
@@ -141,7 +143,7 @@ def _attempt(plan: Plan, plan_path: Path, result_path: Path, run_dir: Path, join
             signal.signal(s, signal.SIG_IGN)
         for fn in cleanup:  # aiperf first (stopped in finally), then the stack or our turn on it
             fn()
-        stack.detach()
+        stack.detach(counted=not interrupted)  # a cut turn is the keeper's to expect again (a requeue)
         for s, h in handlers.items():
             signal.signal(s, h)
 

@@ -111,8 +111,8 @@ class StackDir:
     def served(self) -> int:
         return int(read_json(self.path / paths.SERVED_FILE).get("served", 0))
 
-    def finish_turn(self) -> int:
-        served = self.served() + 1
+    def finish_turn(self, counted: bool = True) -> int:
+        served = self.served() + (1 if counted else 0)
         write_json(self.path / paths.SERVED_FILE, {"served": served})
         (self.path / paths.RUNNING_FILE).unlink(missing_ok=True)
         return served
