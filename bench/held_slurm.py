@@ -3,7 +3,9 @@ host, and the dry-run bill against what the run then spent.
 
 One recipe of N points on one held stack (the mocker rig recipe), run twice:
 1. the first run, sampling this host's processes every 0.2 s: the points' `run-held-point`
-   processes (one sleeping per waiting point) and `srun` clients (one per stack), with their RSS;
+   processes (one sleeping per waiting point) and their steps' `srun` clients (one per stack),
+   with their RSS (on the rig the nodes are namespaces of this host: the stacks' own `srun`s,
+   launched inside the allocation without --jobid, are not counted);
 2. a dry run of the same points forced (`--forceall`): the bill, its expected figure taken from the
    first run's results (startup, each point's benchmark, idle per point);
 3. the forced run itself, then the summary's "Bill against spend" for it.
@@ -66,7 +68,8 @@ class Sampler(threading.Thread):
             for p in psutil.process_iter(["cmdline", "memory_info"]):
                 line = " ".join(p.info["cmdline"] or ())
                 kind = "run-held-point" if "run-held-point" in line and "bash" not in line else None
-                kind = kind or ("srun" if line.startswith("srun ") and "servesweep" in line else None)
+                step = line.startswith("srun ") and "--jobid=" in line and "servesweep" in line  # a point's step
+                kind = kind or ("srun" if step else None)
                 if kind and p.info["memory_info"]:
                     seen[kind].append(p.info["memory_info"].rss / 2**20)
             for k, rss in seen.items():

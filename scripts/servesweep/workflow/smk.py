@@ -6,6 +6,7 @@ to work with; another version stops at once with what to do, not with a tracebac
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import sys
@@ -55,23 +56,40 @@ def target_recipes(argv: list[str] | None = None) -> frozenset[str] | None:
     """The recipes this run's command-line targets belong to, when each is one of their files
     (``results/<recipe>/…``, ``results/rehearsal/<recipe>/…``); None when a target may need every
     recipe (the default target, the summary, plots). Snakemake's own parser reads the command line."""
-    from snakemake.cli import get_argument_parser
-
-    try:
-        targets = get_argument_parser().parse_args(sys.argv[1:] if argv is None else argv).targets or ()
-    except SystemExit:  # not a command line Snakemake would run
+    args = _cli_args(None if argv is None else tuple(argv))
+    if args is None:
         return None
+    targets = args.targets or ()
     names = {paths.recipe_of_target(os.path.normpath(t)) for t in targets}
     return None if None in names else (frozenset(names) or None)
 
 
+FORCIBLE_POINT_RULES = {"point", "held_point"}
+
+
 def run_scope(workflow) -> tuple[frozenset, bool]:
-    """(targets, forced) of this run, known once the DAG is built (empty before)."""
+    """(targets, forced) of this run: from the DAG settings once there are any, else (at parse
+    time, when a Slurm run prints its bill) from the command line as Snakemake's own parser reads it."""
     dag = getattr(workflow, "dag_settings", None)
-    if dag is None:
+    if dag is not None:
+        forced = dag.forceall or dag.forcetargets or FORCIBLE_POINT_RULES & set(dag.forcerun or ())
+        return frozenset(dag.targets or ()), bool(forced)
+    args = _cli_args()
+    if args is None:
         return frozenset(), False
-    forced = dag.forceall or dag.forcetargets or "point" in (dag.forcerun or ())
-    return frozenset(dag.targets or ()), bool(forced)
+    forced = args.forceall or args.force or FORCIBLE_POINT_RULES & set(args.forcerun or ())
+    return frozenset(args.targets or ()), bool(forced)
+
+
+@functools.cache
+def _cli_args(argv: tuple[str, ...] | None = None):
+    """This process's command line through Snakemake's own parser; None if it is not one."""
+    from snakemake.cli import get_argument_parser
+
+    try:
+        return get_argument_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    except SystemExit:  # not a command line Snakemake would run
+        return None
 
 
 def wildcards_only(fn):
