@@ -2,31 +2,25 @@
 # that are ordinary points (capacity_probes in servesweep/workflow/rulekit.py, servesweep/capacity/search.py).
 
 
-PROBE_PLANS = KIT.probe_plan_pattern()
+localrules:
+    probe_plan,
 
 
-if PROBE_PLANS:
-
-    localrules:
-        probe_plan,
-
-    # The plan of a probe a checkpoint decided mid-run outside its recipe's concurrencies (every
-    # other plan, and a probe's known at the start, is written before the DAG is built).
-    rule probe_plan:
-        output:
-            plan=paths.PLAN,
-        log:
-            paths.PROBE_PLAN_LOG,
-        wildcard_constraints:
-            recipe=PROBE_PLANS,
-        conda:
-            SW_ENV
-        params:
-            recipe=KIT.recipe_source,
-            cluster=CLUSTER,
-        shell:
-            "servesweep plan {params.recipe:q} --cluster {params.cluster:q} --conc {wildcards.conc}"
-            " --out {output.plan:q} 2> {log:q}"
+# The plan of a probe a checkpoint decided mid-run outside the recipe's concurrencies (every other
+# plan is written before the DAG is built).
+rule probe_plan:
+    output:
+        plan=paths.PROBE_PLAN,
+    log:
+        paths.PROBE_PLAN_LOG,
+    conda:
+        SW_ENV
+    params:
+        recipe=KIT.recipe_source,
+        cluster=CLUSTER,
+    shell:
+        "servesweep plan {params.recipe:q} --cluster {params.cluster:q} --conc {wildcards.conc}"
+        " --out {output.plan:q} 2> {log:q}"
 
 
 rule capacity:

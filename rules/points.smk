@@ -8,7 +8,7 @@ PLAN_RESOURCES = KIT.plan_resources()
 
 checkpoint point:
     input:
-        plan=paths.PLAN,  # written before the DAG is built, or by a probe's job (capacity.smk)
+        plan=KIT.point_plan(),  # written before the DAG is built, or by a probe's job
     output:
         result=KIT.point_result(),
     log:
@@ -34,7 +34,7 @@ if HELD:
     # its servers, and runs its driver as a step of that job (servesweep/run/held.py).
     checkpoint held_point:
         input:
-            plan=paths.PLAN,
+            plan=KIT.point_plan(),
         output:
             result=KIT.point_result(),
         log:

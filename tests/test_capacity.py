@@ -184,7 +184,7 @@ def test_slurm_dry_run_runs_a_search_on_a_held_stack_sized_for_its_worst_case(tm
     assert "checkpoint point:" not in r.stdout  # no group job for these points
     flow = load_or_exit(wf, "hcm-hgx02")
     stale = [(PROD, c) for c in (32, 96, 150)]
-    plan = json.loads((wf / f".plans/{PROD}/c32.json").read_text())  # a probe outside the sweep
+    plan = json.loads((wf / f".plans/{PROD}/probe-c32.json").read_text())  # a probe outside the sweep
     search = flow.searches.bounds(PROD)
     _known, decision = flow.sel.capacity(PROD)
     probes = probes_left_at_most(search, decision)

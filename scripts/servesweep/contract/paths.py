@@ -26,8 +26,10 @@ RESERVED_NAMES = frozenset(
 RESULT = "results/{recipe}/c{conc}.json"
 REHEARSAL_RESULT = "results/rehearsal/{recipe}/c{conc}.json"
 PLAN = ".plans/{recipe}/c{conc}.json"
-PROBE_PLAN_LOG = "logs/{recipe}/c{conc}.plan.log"  # a probe's plan made by a job (rules/capacity.smk)
-PLAN_GLOB = "c*.json"  # a recipe's point plans, in its plans folder
+# a capacity probe outside the recipe's concurrencies, decided mid-run: its plan is a job's output
+PROBE_PLAN = ".plans/{recipe}/probe-c{conc}.json"
+PROBE_PLAN_GLOB = "probe-c*.json"  # in a recipe's plans folder
+PROBE_PLAN_LOG = "logs/{recipe}/probe-c{conc}.plan.log"
 POINT_LOG = "logs/{recipe}/c{conc}.snakemake.log"
 REHEARSAL_POINT_LOG = "logs/rehearsal/{recipe}/c{conc}.snakemake.log"
 CAPACITY = "results/{recipe}/capacity.json"
@@ -110,8 +112,9 @@ def earlier_run_dir(restart: int) -> str:
 EARLIER_RUN_PREFIX = "before-restart-"
 
 
-def plan_file(recipe: str, conc: int, rehearsal: bool = False) -> str:
-    return f"{PLANS}/{_sub(rehearsal)}{recipe}/c{conc}.json"
+def plan_file(recipe: str, conc: int, rehearsal: bool = False, probe: bool = False) -> str:
+    """``probe``: a capacity probe outside the recipe's concurrencies (PROBE_PLAN)."""
+    return f"{PLANS}/{_sub(rehearsal)}{recipe}/{'probe-' if probe else ''}c{conc}.json"
 
 
 def source_file(recipe: str, rehearsal: bool = False) -> str:

@@ -42,6 +42,7 @@ class RuleView(Protocol):
     def held_recipes(self) -> list[str]: ...
     def scenario_of(self, recipe: str) -> str: ...
     def capacity(self, recipe: str) -> tuple: ...
+    def plan_path(self, recipe: str, conc: int) -> str: ...
     def recipe_source(self, recipe: str) -> str: ...
     def capacity_curve(self, recipe: str) -> str: ...
     def smoke_point(self, recipe: str) -> int: ...
@@ -67,7 +68,7 @@ class SubmittedPlans:
         self.cluster_name = cluster
 
     def resources(self, recipe: str, conc: int, check: bool = False) -> dict:
-        return batch_step_tasks(json.loads((self.root / plan_file(recipe, conc)).read_text())["resources"])
+        return batch_step_tasks(json.loads((self.root / self.plan_path(recipe, conc)).read_text())["resources"])
 
     def reuse(self, recipe: str) -> bool:
         """A job's point reuses no stack (a held stack's points never run in a job's snakemake)."""
@@ -85,6 +86,11 @@ class SubmittedPlans:
     def capacity(self, recipe: str) -> tuple:
         """Never asked: a job runs points, and the capacity rule runs in the main process."""
         raise RuntimeError(f"a cluster job does not decide capacity searches ({recipe})")
+
+    def plan_path(self, recipe: str, conc: int) -> str:
+        """The plan the main process submitted: a sweep point's, else a probe's (rules/capacity.smk)."""
+        sweep = plan_file(recipe, conc)
+        return sweep if (self.root / sweep).exists() else plan_file(recipe, conc, probe=True)
 
     def recipe_source(self, recipe: str) -> str:
         raise RuntimeError(f"a cluster job renders no plan ({recipe})")

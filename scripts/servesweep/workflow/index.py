@@ -101,13 +101,18 @@ class PointIndex:
         """Whether the memo vouches for the point's plan file (unchanged since it was written): then
         nothing needs rendering or writing, and its facts are kept."""
         self._check_point(recipe, conc, rehearsal)
-        path = os.path.join(self.root, plan_file(recipe, conc, rehearsal))  # a str path: 3 200 Path joins cost
+        path = os.path.join(self.root, self.plan_path(recipe, conc, rehearsal))  # a str path: 3 200 Path joins cost
         e = self.memo.recall(self.memo_key(recipe, rehearsal), conc, path, data)
         if e is not None:
             reuse = e["reuse"] and stack_reuse_allowed()
             facts = PointFacts(MappingProxyType(e["resources"]), e["plan"], e["curve"], e["server"], reuse)
             self._keep(recipe, conc, rehearsal, facts)
         return e is not None
+
+    def plan_path(self, recipe: str, conc: int, rehearsal: bool = False) -> str:
+        """Where the point's plan is: a sweep point's is written before the DAG is built, a capacity
+        probe's outside the concurrencies is the output of a job (rules/capacity.smk)."""
+        return plan_file(recipe, conc, rehearsal, probe=not rehearsal and conc not in self.recipes[recipe].concurrency)
 
     def _keep(self, recipe: str, conc: int, rehearsal: bool, facts: PointFacts) -> None:
         self._facts[(recipe, conc, rehearsal)] = facts

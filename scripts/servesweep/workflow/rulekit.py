@@ -91,15 +91,14 @@ class RuleKit:
 
         return probes
 
-    def probe_plan_pattern(self) -> str:
-        """The plan files a job makes (rule probe_plan): each search's probes outside its recipe's
-        concurrencies, as a constraint on the ``recipe`` wildcard (no sweep plan matches it, so the
-        sweep's plans stay plain files outside the DAG); empty when no search is selected."""
-        alts = []
-        for name in self.sel.searches.recipes:
-            sweep = "|".join(str(c) for c in sorted(self.sel.recipes[name].concurrency))
-            alts.append(f"{re.escape(name)}(?=/c(?!(?:{sweep})\\.json$))")
-        return "|".join(alts)
+    def point_plan(self):
+        """A point's plan: written before the DAG is built, or a probe's job's output."""
+
+        @wildcards_only
+        def plan(wildcards):
+            return self.sel.plan_path(wildcards.recipe, int(wildcards.conc))
+
+        return plan
 
     def recipe_source(self, wildcards) -> str:
         return self.sel.recipe_source(wildcards.recipe)

@@ -13,7 +13,7 @@ from pathlib import Path
 from ..checks.evalsets import settings_doc
 from ..contract import heartbeat
 from ..contract.paths import (
-    PLAN_GLOB,
+    PROBE_PLAN_GLOB,
     REHEARSAL_SUMMARY_MD,
     SUMMARY_MD,
     bill_file,
@@ -132,7 +132,7 @@ class Workflow:
         if first:  # one pre-flight per curve
             self.sel.preflight(plan)
         if not self.sel.preflight_problems:
-            write_if_changed(self.sel.root / plan_file(recipe, conc, rehearsal), text)
+            write_if_changed(self.sel.root / self.sel.index.plan_path(recipe, conc, rehearsal), text)
 
     def _write_probe_plans(self, recipe: str) -> None:
         """The next probe's plan, and those of earlier probes outside the concurrencies rendered again
@@ -140,10 +140,9 @@ class Workflow:
         _known, decision = self.sel.capacity(recipe)
         probes = {decision.next} if decision.next is not None else set()
         bounds = self.sel.searches.bounds(recipe)
-        sweep = set(self.sel.recipes[recipe].concurrency)
-        for path in (self.sel.root / plan_file(recipe, 1)).parent.glob(PLAN_GLOB):
-            conc = path.stem.removeprefix("c")
-            probes |= {int(conc)} if conc.isdigit() and int(conc) in bounds and int(conc) not in sweep else set()
+        for path in (self.sel.root / plan_file(recipe, 1, probe=True)).parent.glob(PROBE_PLAN_GLOB):
+            conc = path.stem.removeprefix("probe-c")
+            probes |= {int(conc)} if conc.isdigit() and int(conc) in bounds else set()
         for conc in sorted(probes):
             self._write_plan(recipe, conc, False)
 
@@ -174,6 +173,9 @@ class Workflow:
         """(known probes, decision) of the recipe's capacity search (the next probe's plan is written
         before the DAG is built, or by its own job once a checkpoint decides it)."""
         return self.sel.capacity(recipe)
+
+    def plan_path(self, recipe: str, conc: int) -> str:
+        return self.sel.index.plan_path(recipe, conc)
 
     def recipe_source(self, recipe: str) -> str:
         return self.sel.recipes[recipe].source
