@@ -13,6 +13,7 @@ from pathlib import Path
 from ..checks.evalsets import settings_doc
 from ..contract import heartbeat
 from ..contract.paths import (
+    CAPACITY_PLOT,
     PROBE_PLAN_GLOB,
     REHEARSAL_SUMMARY_MD,
     SUMMARY_MD,
@@ -231,6 +232,7 @@ class Workflow:
             if not self.sel.capacity(recipe)[1].done:
                 self._searching.add(recipe)
                 self._unwritten_curves.add((recipe, False))
+                self._drop_undecided(recipe)
         for recipe, conc, rehearsal in points:
             self.will_run(recipe, conc, rehearsal)
         for recipe, check in checks:
@@ -246,6 +248,14 @@ class Workflow:
             if bills:
                 when = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
                 write_if_changed(self.sel.root / bill_file(self.sel.cluster.name), canonical(bill_doc(bills, when)))
+
+    def _drop_undecided(self, recipe: str) -> None:
+        """A search this run resumes (its capacity job runs, more probes to come): its earlier
+        capacity.json no longer holds, and while it exists Snakemake stops the search after its first
+        new probe (a checkpoint re-evaluation treats the capacity job as done). Its job rewrites it;
+        the probes' results stay."""
+        for path in (capacity_file(recipe), CAPACITY_PLOT.format(recipe=recipe)):
+            (self.sel.root / path).unlink(missing_ok=True)
 
     def _write_curve(self, recipe: str, rehearsal: bool) -> None:
         """The curve file of the recipe's stack: the points of every recipe on it (same servers)."""
