@@ -169,10 +169,9 @@ class HeldStack:
                 return j
             if not j.live:
                 raise HeldFailed(self._ended(cur, j))
-            if main and not alive(main):
-                if self.submitted and j.state == "PENDING":
-                    subprocess.run(["scancel", cur.job], capture_output=True, timeout=60)
-                raise HeldFailed("the snakemake that wanted this point is gone")
+            if main and not alive(main) and self.submitted and j.state == "PENDING":
+                subprocess.run(["scancel", cur.job], capture_output=True, timeout=60)
+            _require_alive(main)
             time.sleep(POLL_S)
 
     def _ended(self, cur: Current, j: Job) -> str:
@@ -199,8 +198,7 @@ class HeldStack:
             while not (
                 time.monotonic() >= lined_up and _first_alive(queue) == ticket.name and client.acquire(blocking=False)
             ):
-                if main and not alive(main):
-                    raise HeldFailed("the snakemake that wanted this point is gone")
+                _require_alive(main)
                 time.sleep(TURN_POLL_S)
         finally:
             ticket.unlink(missing_ok=True)
@@ -216,8 +214,7 @@ class HeldStack:
             j = job(cur.job)
             if not j.live:
                 raise HeldFailed(self._ended(cur, j))
-            if main and not alive(main):
-                raise HeldFailed("the snakemake that wanted this point is gone")
+            _require_alive(main)
             time.sleep(POLL_S)
 
     def wait_canary(self, cur: Current) -> None:
@@ -232,9 +229,14 @@ class HeldStack:
                 raise HeldFailed(_skipped(cur, status.message))
             if status.state in (State.READY, State.STOPPED) or not job(cur.job).live:
                 return  # ready, or its end is the step's to report
-            if main and not alive(main):
-                raise HeldFailed("the snakemake that wanted this point is gone")
+            _require_alive(main)
             time.sleep(POLL_S)
+
+
+def _require_alive(main: int | None) -> None:
+    """A waiting point ends when the snakemake that wanted it is gone."""
+    if main and not alive(main):
+        raise HeldFailed("the snakemake that wanted this point is gone")
 
 
 def _first_alive(queue: Path) -> str | None:
