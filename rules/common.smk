@@ -10,7 +10,9 @@ from servesweep.contract import paths
 from servesweep.fileio.files import private_outputs
 from servesweep.workflow import smk
 from servesweep.workflow import writer as sw
+from servesweep.workflow.bill import RUN_BUDGET_GPU_H
 from servesweep.workflow.entry import (
+    budget_override,
     check_config_or_exit,
     linger_override,
     load_or_exit,
@@ -24,6 +26,10 @@ if workflow.is_main_process and os.path.isdir(".snakemake"):
         os.chmod(".snakemake", 0o700)
 check_config_or_exit(config)
 CLUSTER = config.get("cluster", "local")
+if budget_override(config) is not None:
+    RUN_BUDGET_GPU_H.append(
+        budget_override(config)
+    )  # every sweep's budget for this run
 # --config stack_reuse=0: one stack per point for this run (the drivers read it too).
 if "stack_reuse" in config:
     sw.allow_stack_reuse(config_flag(config, "stack_reuse"))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..capacity.search import capacity_problems
@@ -16,8 +16,8 @@ from ..checks.evalsets import recipe_problems
 from ..contract import paths
 from ..contract.plan import RUNTIME_REF, SECRET_NAME, USER_REF_NAMES
 from ..fileio.errors import InputError, Problem
-from ..fileio.yamlio import ParseCache, load_yaml, schema_problems
-from . import env_readers, flags, kinds, kvstore, preamble, scenarios, topology
+from ..fileio.yamlio import ParseCache, load_yaml, schema, schema_problems
+from . import env_readers, flags, kinds, kvstore, preamble, scenarios, sweep, topology
 from .cluster import Cluster
 from .topology import Role
 
@@ -31,6 +31,14 @@ class Recipe:
     name: str
     source: str  # file label used in messages
     doc: dict = field(hash=False, compare=False)
+    sweep_of: str | None = None  # a sweep's variant: the recipe it varies (render/sweep)
+    choice: tuple[tuple[str, str], ...] = ()  # a variant's (axis, label) pairs
+    sweep: dict | None = field(default=None, hash=False, compare=False)  # its sweep (sweep.summary)
+
+    @property
+    def variant(self) -> str | None:
+        """'mnbt-4096_pls-4' of 'tune.mnbt-4096_pls-4'; None for a recipe that is no variant."""
+        return self.name.removeprefix(f"{self.sweep_of}.") if self.sweep_of else None
 
     @property
     def engine_kind(self) -> str:
@@ -333,7 +341,7 @@ def _parsed(path: Path, label: str, cache: ParseCache | None) -> dict:
     return doc
 
 
-def _checked(doc: dict, label: str, path: Path) -> Recipe:
+def _checked(doc: dict, label: str, path: Path, variant: sweep.Variant | None = None) -> Recipe:
     problems = schema_problems(doc, "recipe.schema.yaml", label)
     if problems:
         raise InputError(problems)
@@ -341,10 +349,14 @@ def _checked(doc: dict, label: str, path: Path) -> Recipe:
     if why:
         raise InputError([Problem(label, "engine.kind", why)])
     recipe = Recipe(doc["name"], label, doc)
-    problems = semantic_problems(recipe, path.name.removesuffix(".yaml").removesuffix(".yml"))
+    problems = semantic_problems(recipe, None if variant else _stem(path))
     if problems:
         raise InputError(problems)
     return recipe
+
+
+def _stem(path: Path) -> str:
+    return path.name.removesuffix(".yaml").removesuffix(".yml")
 
 
 def load_recipes(
@@ -363,21 +375,56 @@ def load_recipes(
         label = str(p.relative_to(root)) if root and p.is_absolute() and p.is_relative_to(root) else str(p)
         try:
             doc = _parsed(p, label, cache)
-            key = verdicts.recipe_key(label, doc, only_cluster, clusters) if verdicts else None
-            known = key is not None and verdicts.known_valid(key)
-            r = Recipe(doc["name"], label, doc) if known else _checked(doc, label, p)
+            entries = _entries(doc, label, p)
         except InputError as e:
             problems += e.problems
             continue
-        if r.name in seen:
-            problems.append(Problem(label, "name", f"recipe name {r.name!r} is already used by {seen[r.name]}"))
-            continue
-        seen[r.name] = label
-        if known or not _cluster_problems(r, clusters, only_cluster, problems):
+        for vdoc, variant, info in entries:
+            found: list[Problem] = []
+            r = _valid(vdoc, label, p, (variant, info), (clusters, only_cluster, verdicts), found)
+            problems += sweep.variant_problems(found, variant, doc.get("sweep"))
+            if r is None:
+                continue
+            if r.name in seen:
+                problems.append(Problem(label, "name", f"recipe name {r.name!r} is already used by {seen[r.name]}"))
+                continue
+            seen[r.name] = label
             recipes.append(r)
-            if key is not None:
-                verdicts.keep_valid(key)
     return recipes, problems
+
+
+def _entries(doc: dict, label: str, path: Path) -> list[tuple[dict, sweep.Variant | None, dict | None]]:
+    """The documents one file declares: itself, or a sweep's variants (the base checked for shape)."""
+    if "sweep" not in doc:
+        return [(doc, None, None)]
+    problems = schema_problems(doc, "recipe.schema.yaml", label)
+    if not problems and doc["name"] != _stem(path):
+        problems = [Problem(label, "name", f"name {doc['name']!r} must match the file name {_stem(path)!r}")]
+    if problems:
+        raise InputError(problems)
+    try:
+        expansion = sweep.expand(doc, schema("recipe.schema.yaml"), label)
+    except sweep.SweepError as e:
+        raise InputError(e.problems) from None
+    return [(v.doc, v, sweep.summary(doc["sweep"], expansion)) for v in expansion.variants]
+
+
+def _valid(doc: dict, label: str, path: Path, of_sweep: tuple, where: tuple, problems: list) -> Recipe | None:
+    """One recipe (or variant) checked, against its clusters too; None when it has problems.
+    ``of_sweep``: (variant, sweep summary) or (None, None); ``where``: (clusters, only_cluster, verdicts)."""
+    (variant, info), (clusters, only_cluster, verdicts) = of_sweep, where
+    key = verdicts.recipe_key(label, doc, only_cluster, clusters) if verdicts else None
+    known = key is not None and verdicts.known_valid(key)
+    try:
+        r = Recipe(doc["name"], label, doc) if known else _checked(doc, label, path, variant)
+    except InputError as e:
+        problems += e.problems
+        return None
+    if not known and _cluster_problems(r, clusters, only_cluster, problems):
+        return None
+    if key is not None:
+        verdicts.keep_valid(key)
+    return replace(r, sweep_of=info["recipe"], choice=variant.choice, sweep=info) if variant else r
 
 
 def _cluster_problems(r: Recipe, clusters: dict, only_cluster: str | None, problems: list) -> bool:

@@ -21,6 +21,7 @@ from .capacity import capacity_section, load_capacities
 from .fmt import num
 from .gpu_time import bill_section, gpu_time_section, read_bill
 from .plots import plots
+from .tuning import tuning_section
 
 # Without repeats a run has no confidence interval: a delta smaller than this share of the
 # baseline is called noise (run-to-run spread of one point measured on these machines: 1-3 %).
@@ -339,7 +340,9 @@ def build_summary(
             parts += [f"![{f}](plots/{f})" for f in made.get(scen, [])]
         parts += _best_section(df)
     base_caps = load_capacities(sorted(Path(baseline).glob("*/capacity.json"))) if baseline else None
-    parts += capacity_section(load_capacities(list(capacities)), base_caps)
+    caps = load_capacities(list(capacities))
+    parts += capacity_section(caps, base_caps)
+    parts += tuning_section(df, sel.get("sweeps") or {}, caps, md_dir / "plots", root)
     parts += accuracy_section(load_evals(list(evals)), Path(baseline) if baseline else None)
     if unreadable:
         parts += ["", "## Unreadable results (left out; they rerun on the next run)", ""]

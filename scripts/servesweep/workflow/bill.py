@@ -19,6 +19,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ..contract.paths import result_file
+from ..fileio.errors import InputError, Problem
 from .selection import CHECK_S
 
 
@@ -160,9 +161,44 @@ def bill_doc(bills: list[StackBill], when: str) -> dict:
     }
 
 
+RUN_BUDGET_GPU_H: list[float] = []  # --config budget_gpu_h (rules/common.smk): every sweep's budget
+
+
 def say_bill(sel) -> None:
-    """On stderr, before anything is submitted; nothing for a local run (no allocations)."""
+    """On stderr, before anything is submitted: each sweep's expansion and bill (a sweep over its
+    budget is refused here), then on a cluster the run's bill."""
+    bills = stack_bills(sel) if sel.selected else []
+    for line in sweep_lines(sel, bills, RUN_BUDGET_GPU_H[0] if RUN_BUDGET_GPU_H else None):
+        print(f"servesweep: {line}", file=sys.stderr)
     if not sel.submits_jobs:
         return
-    for line in bill_lines(stack_bills(sel)):
+    for line in bill_lines(bills):
         print(f"servesweep: {line}", file=sys.stderr)
+
+
+def sweep_lines(sel, bills: list[StackBill], budget: float | None) -> list[str]:
+    """'sweep R: V variants (E excluded), P points, S stacks, X GPU-h expected, Y bound'; raise
+    InputError for a sweep whose bound exceeds its budget (the recipe's, or --config budget_gpu_h)."""
+    out, over = [], []
+    sweeps = {r.sweep_of: r.sweep for r in sel.selected if r.sweep_of}
+    for recipe, info in sorted(sweeps.items()):
+        names = {r.name for r in sel.selected if r.sweep_of == recipe}
+        mine = [b for b in bills if set(b.recipes) & names]
+        points = sum(len(sel.run.curve_points(n)) for n in names)
+        expected, bound = sum(b.gpu_h for b in mine), sum(b.gpu_h_bound for b in mine)
+        limit = budget if budget is not None else info.get("budget_gpu_h")
+        out.append(
+            f"sweep {recipe}: {len(names)} variant(s) ({len(info['excluded'])} excluded), {points} point(s) to run "
+            f"on {len(mine)} stack(s), {expected:.2f} GPU-h expected, {bound:.2f} GPU-h bound"
+            + (f" (budget {limit:g} GPU-h)" if limit is not None else "")
+        )
+        if limit is not None and bound > limit:
+            field = "--config budget_gpu_h" if budget is not None else "sweep.budget_gpu_h"
+            reason = (
+                f"this run of the sweep is bound at {bound:.2f} GPU-h ({expected:.2f} expected), over its budget of "
+                f"{limit:g} GPU-h: nothing was submitted; select fewer variants, exclude some, or raise the budget"
+            )
+            over.append(Problem(sel.recipes[next(iter(names))].source, field, reason))
+    if over:
+        raise InputError(over)
+    return out

@@ -121,6 +121,7 @@ CONFIG_KEYS = {
     "baseline": "a results directory to compare with",
     "linger_s": "seconds every stack of this run stays up after its last point (a follow-up run attaches)",
     "canary": "0: on Slurm, a held stack that died does not end its server configuration's other points",
+    "budget_gpu_h": "refuse a sweep whose bill is bound above this many GPU-hours (overrides sweep.budget_gpu_h)",
 }
 
 
@@ -188,9 +189,24 @@ def check_config_or_exit(config: dict) -> None:
         if not ok:
             reason = f"{config['linger_s']!r} is not a number of seconds in 0..86400"
             problems.append(Problem("--config", "linger_s", reason))
+    if "budget_gpu_h" in config and budget_override(config) is None:
+        reason = f"{str(config['budget_gpu_h'])[:60]!r} is not a positive number of GPU-hours"
+        problems.append(Problem("--config", "budget_gpu_h", reason))
     if problems:
         print(InputError(problems).report(), file=sys.stderr)
         raise SystemExit(2)
+
+
+def budget_override(config: dict) -> float | None:
+    """--config budget_gpu_h as a number (a boolean is not one), None when absent or unusable."""
+    value = config.get("budget_gpu_h")
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        hours = float(value)
+    except (TypeError, ValueError):
+        return None
+    return hours if 0 < hours < 1e9 else None
 
 
 def load_or_exit(

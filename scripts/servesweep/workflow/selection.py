@@ -38,6 +38,23 @@ class Point:
         return result_file(self.recipe, self.conc)
 
 
+def recipe_file_of(root: Path, name: str) -> str:
+    """The file that declares a recipe: its own, or for a sweep's variant its sweep's."""
+    parts = name.split(".")
+    for n in range(len(parts), 0, -1):
+        stem = ".".join(parts[:n])
+        if (root / "recipes" / f"{stem}.yaml").exists():
+            return f"recipes/{stem}.yaml"
+    return f"recipes/{name}.yaml"
+
+
+def with_variants(only: list[str] | None, recipes: list[Recipe]) -> list[str] | None:
+    """--config recipes=NAME: a sweep's name selects all its variants."""
+    if not only:
+        return only
+    return [*only, *(r.name for r in recipes if r.sweep_of in only)]
+
+
 class Selection:
     """Every recipe validated; the points selected for one cluster."""
 
@@ -63,7 +80,7 @@ class Selection:
         recipes, problems = load_recipes(files, self.clusters, root=self.root, cache=cache, verdicts=memo)
         # a broken recipe the run does not select is listed (entry prints it), never a stop
         named = set(only or ()) or (targeted() if problems and targeted else None)
-        chosen = {f"recipes/{n}.yaml" for n in named} if named else None
+        chosen = {recipe_file_of(self.root, n) for n in named} if named else None
         self.broken = [
             p for p in problems if chosen is not None and p.file.startswith("recipes/") and p.file not in chosen
         ]
@@ -72,7 +89,8 @@ class Selection:
         cache.save()
         self.recipes: dict[str, Recipe] = {r.name: r for r in recipes}
         self.index = PointIndex(self.root, self.cluster, self.clusters, self.recipes, memo, linger_s)
-        unknown = sorted(set(only or ()) - set(self.recipes))
+        only = with_variants(only, recipes)
+        unknown = sorted(set(only or ()) - set(self.recipes) - {r.sweep_of for r in recipes})
         if unknown:
             raise InputError([Problem("config", "recipes", f"no such recipe(s): {', '.join(unknown)}")])
         self.selected = [r for r in recipes if cluster in r.clusters and (not only or r.name in only)]
@@ -174,4 +192,5 @@ class Selection:
             ],
             # reporting settings: an edit reruns the summary, never a point
             "slo": {r.name: r.doc.get("slo") or {} for r in self.selected},
+            "sweeps": {r.sweep_of: r.sweep for r in self.selected if r.sweep_of},
         }

@@ -1,0 +1,357 @@
+"""A recipe's `sweep:` over its own fields: axes of values, expanded into variants, each a full recipe.
+
+A variant is named ``<recipe>.<axis>-<label>_<axis>-<label>…`` (axes in declared order), so it is
+an ordinary recipe to everything downstream: its own plans, results (``results/<variant>/``),
+staleness, stack (variants with the same servers share one) and capacity search. The expansion is
+pure: the base document in, the variant documents out, or every problem found."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import re
+from dataclasses import dataclass
+
+from ..fileio.errors import Problem
+
+DEFAULT_MAX_VARIANTS = 16
+AXIS_NAME = re.compile(r"^[a-z][a-z0-9]{0,15}$")
+LABEL = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
+SEGMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)((?:\[[^\]]+\])*)$")
+INDEX = re.compile(r"\[([^\]]+)\]")
+# Fields an axis may not move: identity, the point axis itself, the sweep, and text with no effect.
+NOT_SWEEPABLE = {
+    "name": "a variant's name is made from its axis values",
+    "clusters": "a sweep runs on its recipe's clusters; write one recipe per cluster set",
+    "concurrency": "concurrency is the point axis: list the values in concurrency",
+    "sweep": "a sweep cannot sweep itself",
+    "description": "the description changes no plan",
+}
+
+
+@dataclass(frozen=True)
+class Axis:
+    name: str
+    field: str
+    values: tuple
+    labels: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str  # the full recipe name
+    suffix: str  # the part after "<recipe>."
+    choice: tuple[tuple[str, str], ...]  # (axis, label) in axis order
+    doc: dict
+
+
+@dataclass(frozen=True)
+class Expansion:
+    axes: tuple[Axis, ...]
+    variants: tuple[Variant, ...]
+    excluded: tuple[str, ...]  # suffixes an exclusion removed
+
+
+class SweepError(Exception):
+    def __init__(self, problems: list[Problem]):
+        super().__init__("; ".join(p.reason for p in problems))
+        self.problems = problems
+
+
+def label_of(value) -> str:
+    """A readable, file-safe label for one axis value."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, int | float):
+        return str(value).replace("-", "m").replace(".", "p").replace("+", "")
+    if isinstance(value, str):
+        return re.sub(r"[^a-z0-9]+", "-", value.lower()).strip("-")[:32] or "empty"
+    if isinstance(value, dict):
+        return "-".join(f"{re.sub(r'[^a-z0-9]', '', str(k).lower())}{label_of(v)}" for k, v in value.items())[:32]
+    if isinstance(value, list):
+        return "-".join(label_of(v) for v in value)[:32] or "empty"
+    return "none"
+
+
+def parse_field(path: str) -> list:
+    """'engine.args[--max-num-seqs]' -> ['engine', 'args', ('flag', '--max-num-seqs')]; raise ValueError."""
+    out: list = []
+    for seg in path.split("."):
+        m = SEGMENT.match(seg)
+        if not m:
+            raise ValueError(f"{path!r} is no field path (keys joined by '.', '[N]' or '[--flag]' after a list)")
+        out.append(m.group(1))
+        for idx in INDEX.findall(m.group(2)):
+            if idx.isdigit():
+                out.append(("index", int(idx)))
+            elif idx.startswith("--"):
+                out.append(("flag", idx))
+            else:
+                raise ValueError(f"{path!r}: [{idx}] is neither a list index nor a --flag")
+    return out
+
+
+def set_field(doc: dict, steps: list, value) -> None:
+    """Set one field of ``doc`` in place; missing mappings on the way are made. Raise ValueError."""
+    node = doc
+    for i, step in enumerate(steps):
+        last = i == len(steps) - 1
+        if isinstance(step, tuple) and step[0] == "flag":
+            if not isinstance(node, list):
+                raise ValueError(f"[{step[1]}] needs an argument list here")
+            _set_flag(node, step[1], value)
+            return
+        if isinstance(step, tuple):
+            if not isinstance(node, list) or step[1] >= len(node):
+                raise ValueError(f"[{step[1]}] is past the end of the list")
+            if last:
+                node[step[1]] = copy.deepcopy(value)
+                return
+            node = node[step[1]]
+            continue
+        if not isinstance(node, dict):
+            raise ValueError(f"{step!r} is inside a value that is not a mapping")
+        if last:
+            node[step] = copy.deepcopy(value)
+            return
+        nxt = steps[i + 1]
+        default = [] if isinstance(nxt, tuple) and nxt[0] == "flag" else {}
+        node = node.setdefault(step, default)
+
+
+def _set_flag(args: list, flag: str, value) -> None:
+    """An argv flag's value: replaced where the flag is, appended where not; a boolean switches a
+    value-less flag on (true) or off (false)."""
+    at = next((i for i, a in enumerate(args) if a == flag or (isinstance(a, str) and a.startswith(flag + "="))), None)
+    if isinstance(value, bool):
+        if at is not None:
+            del args[at]
+        if value:
+            args.append(flag)
+        return
+    if at is None:
+        args.extend([flag, value])
+    elif args[at] == flag:
+        if at + 1 >= len(args):
+            args.append(value)
+        else:
+            args[at + 1] = value
+    else:
+        args[at] = f"{flag}={value}"
+
+
+def field_problem(schema: dict, steps: list) -> str | None:
+    """Why a path is no field of the recipe schema (None: it is one)."""
+    if steps and isinstance(steps[0], str) and steps[0] in NOT_SWEEPABLE:
+        return NOT_SWEEPABLE[steps[0]]
+    node = schema
+    for step in steps:
+        if isinstance(step, tuple) and step[0] == "flag":
+            return None if schema_node(schema, node, "items") is not None else "[--flag] needs an argument list"
+        key = "items" if isinstance(step, tuple) else step
+        found = schema_node(schema, node, key)
+        if found is None:
+            return f"{step if isinstance(step, str) else '[' + str(step[1]) + ']'} is not a field here"
+        node = found
+    return None
+
+
+def schema_node(root: dict, node: dict, key) -> dict | None:
+    """The schema of ``node``'s property ``key`` ('items': of its list items), through $ref, oneOf
+    and anyOf; a mapping with free keys (env) answers every key. None: no such field."""
+    node = _deref(root, node)
+    for branch in [node, *node.get("oneOf", ()), *node.get("anyOf", ())]:
+        branch = _deref(root, branch)
+        if key == "items" and isinstance(branch.get("items"), dict):
+            return branch["items"]
+        if key == "items":
+            continue
+        if key in branch.get("properties", {}):
+            return branch["properties"][key]
+        if isinstance(branch.get("additionalProperties"), dict):
+            return branch["additionalProperties"]
+    return None
+
+
+def _deref(root: dict, node: dict) -> dict:
+    while isinstance(node, dict) and "$ref" in node:
+        node = root["$defs"][node["$ref"].rsplit("/", 1)[1]]
+    return node if isinstance(node, dict) else {}
+
+
+def _key(value) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def read_axes(sweep: dict, schema: dict, label: str) -> tuple[list[Axis], list[Problem]]:
+    """The declared axes, each checked on its own: a field of the recipe, values, labels."""
+    axes, out = [], []
+    for name, spec in sweep["axes"].items():
+        where = f"sweep.axes.{name}"
+        if not AXIS_NAME.match(name):
+            out.append(Problem(label, where, "an axis name is a lowercase letter, then up to 15 letters or digits"))
+            continue
+        try:
+            steps = parse_field(spec["field"])
+            why = field_problem(schema, steps)
+        except ValueError as e:
+            why = str(e)
+        if why:
+            out.append(Problem(label, f"{where}.field", f"axis {name}: {spec['field']!r}: {why}"))
+            continue
+        values = list(spec["values"])
+        labels = list(spec.get("labels") or [label_of(v) for v in values])
+        out += _value_problems(name, values, labels, label, where)
+        axes.append(Axis(name, spec["field"], tuple(values), tuple(labels)))
+    return axes, out
+
+
+def _value_problems(name: str, values: list, labels: list, label: str, where: str) -> list[Problem]:
+    out = []
+    keys = [_key(v) for v in values]
+    dups = sorted({k for k in keys if keys.count(k) > 1})
+    if dups:
+        out.append(Problem(label, f"{where}.values", f"axis {name}: duplicate values {', '.join(dups)}"))
+    if len(labels) != len(values):
+        out.append(Problem(label, f"{where}.labels", f"axis {name}: {len(labels)} labels for {len(values)} values"))
+    bad = [lb for lb in labels if not LABEL.match(str(lb))]
+    if bad:
+        reason = f"axis {name}: labels {bad} are not lowercase letters, digits and '-' (give labels: [...])"
+        out.append(Problem(label, f"{where}.labels", reason))
+    same = sorted({lb for lb in labels if labels.count(lb) > 1})
+    if same and not dups:
+        out.append(Problem(label, f"{where}.labels", f"axis {name}: two values share the label(s) {same}"))
+    return out
+
+
+def _groups(axes: list[Axis], links: list, label: str) -> tuple[list[list[Axis]], list[Problem]]:
+    """Axes that move together (sweep.link) as one group each; every other axis a group of its own."""
+    by_name, out, grouped = {a.name: a for a in axes}, [], set()
+    groups = []
+    for i, link in enumerate(links):
+        where = f"sweep.link[{i}]"
+        unknown = [n for n in link if n not in by_name]
+        if unknown:
+            out.append(Problem(label, where, f"no axis named {', '.join(unknown)}"))
+            continue
+        twice = [n for n in link if n in grouped]
+        if twice:
+            out.append(Problem(label, where, f"axis {', '.join(twice)} is already linked"))
+            continue
+        sizes = {n: len(by_name[n].values) for n in link}
+        if len(set(sizes.values())) > 1:
+            out.append(Problem(label, where, f"linked axes move together and need as many values each: {sizes}"))
+            continue
+        grouped.update(link)
+        groups.append([by_name[n] for n in link])
+    groups += [[a] for a in axes if a.name not in grouped]
+    order = {a.name: i for i, a in enumerate(axes)}
+    return sorted(groups, key=lambda g: order[g[0].name]), out
+
+
+def _combos(groups: list[list[Axis]]) -> list[dict[str, int]]:
+    """Every combination as axis name -> value index: the product of the groups, zip inside one."""
+    choices = [[{a.name: i for a in g} for i in range(len(g[0].values))] for g in groups]
+    return [{k: v for part in combo for k, v in part.items()} for combo in itertools.product(*choices)]
+
+
+def _excluded(combo: dict[str, int], rule: dict, axes: dict[str, Axis]) -> bool:
+    return all(axes[n].labels[combo[n]] == str(v) or _key(axes[n].values[combo[n]]) == _key(v) for n, v in rule.items())
+
+
+def _exclusion_problems(rules: list, axes: dict[str, Axis], label: str) -> list[Problem]:
+    out = []
+    for i, rule in enumerate(rules):
+        for n, v in rule.items():
+            a = axes.get(n)
+            if a is None:
+                out.append(Problem(label, f"sweep.exclude[{i}].{n}", f"no axis named {n}"))
+            elif str(v) not in a.labels and _key(v) not in {_key(x) for x in a.values}:
+                out.append(Problem(label, f"sweep.exclude[{i}].{n}", f"{v!r} is no value or label of axis {n}"))
+    return out
+
+
+def expand(doc: dict, schema: dict, label: str) -> Expansion:
+    """The variants of a recipe with a sweep (names, documents); raise SweepError with every problem."""
+    sweep = doc["sweep"]
+    axes, out = read_axes(sweep, schema, label)
+    groups, problems = _groups(axes, sweep.get("link", []), label)
+    out += problems
+    by_name = {a.name: a for a in axes}
+    out += _exclusion_problems(sweep.get("exclude", []), by_name, label)
+    if out:
+        raise SweepError(out)
+    combos, excluded = _combos(groups), []
+    kept = []
+    named = [g[0] for g in groups]  # a linked group is named by its first axis
+    for combo in combos:
+        suffix = "_".join(f"{a.name}-{a.labels[combo[a.name]]}" for a in axes if a in named)
+        hit = [i for i, r in enumerate(sweep.get("exclude", [])) if _excluded(combo, r, by_name)]
+        (excluded if hit else kept).append((suffix, combo))
+    cap = sweep.get("max_variants", DEFAULT_MAX_VARIANTS)
+    if len(kept) > cap:
+        reason = (
+            f"{len(kept)} variants ({' x '.join(str(len(g[0].values)) for g in groups)}"
+            f"{f' less {len(excluded)} excluded' if excluded else ''}) exceed max_variants {cap}: "
+            "raise it, link axes, exclude combinations, or use strategy: halving"
+        )
+        raise SweepError([Problem(label, "sweep.max_variants", reason)])
+    unused = [i for i, r in enumerate(sweep.get("exclude", [])) if not any(_excluded(c, r, by_name) for c in combos)]
+    if unused:
+        raise SweepError([Problem(label, f"sweep.exclude[{unused[0]}]", "this exclusion matches no variant")])
+    variants, out = [], []
+    for suffix, combo in kept:
+        try:
+            variants.append(_variant(doc, axes, suffix, combo, label))
+        except SweepError as e:
+            out += e.problems
+    if out:
+        raise SweepError(out)
+    return Expansion(tuple(axes), tuple(variants), tuple(s for s, _ in excluded))
+
+
+def _variant(doc: dict, axes: list[Axis], suffix: str, combo: dict[str, int], label: str) -> Variant:
+    vdoc = copy.deepcopy({k: v for k, v in doc.items() if k != "sweep"})
+    vdoc["name"] = f"{doc['name']}.{suffix}"
+    for a in axes:
+        try:
+            set_field(vdoc, parse_field(a.field), a.values[combo[a.name]])
+        except ValueError as e:
+            where = f"sweep.axes.{a.name}.field"
+            raise SweepError([Problem(label, where, f"variant {suffix}, axis {a.name}: {a.field}: {e}")]) from None
+    return Variant(vdoc["name"], suffix, tuple((a.name, a.labels[combo[a.name]]) for a in axes), vdoc)
+
+
+def variant_problems(problems: list[Problem], variant: Variant | None, sweep: dict | None) -> list[Problem]:
+    """A variant's problems, each naming the variant and the axis whose field it is in (else every axis
+    value of the variant): the recipe's file and the field stay as they are."""
+    if variant is None or not problems:
+        return problems
+    fields = {name: _prefix(spec["field"]) for name, spec in sweep["axes"].items()}
+    out = []
+    for p in problems:
+        axes = [n for n, f in fields.items() if p.field == f or p.field.startswith((f + ".", f + "["))]
+        said = ", ".join(f"{n} = {lb}" for n, lb in variant.choice if not axes or n in axes)
+        axis = f"axis {said}" if axes else f"axes {said}"
+        out.append(Problem(p.file, p.field, f"variant {variant.suffix} ({axis}): {p.reason}"))
+    return out
+
+
+def _prefix(field: str) -> str:
+    """The part of an axis field a problem's field path starts with ('engine.args[--x]' -> 'engine.args')."""
+    return re.sub(r"\[--[^\]]*\]", "", field)
+
+
+def summary(spec: dict, expansion: Expansion) -> dict:
+    """What the selection, the bill and the summary need of a sweep (JSON)."""
+    variants = expansion.variants
+    return {
+        "recipe": variants[0].name.removesuffix(f".{variants[0].suffix}"),
+        "axes": {a.name: {"field": a.field, "labels": list(a.labels)} for a in expansion.axes},
+        "variants": {v.name: dict(v.choice) for v in variants},
+        "excluded": list(expansion.excluded),
+        "strategy": spec.get("strategy", "grid"),
+        "halving": spec.get("halving"),
+        "budget_gpu_h": spec.get("budget_gpu_h"),
+    }
