@@ -34,11 +34,12 @@ class Recipe:
     sweep_of: str | None = None  # a sweep's variant: the recipe it varies (render/sweep)
     choice: tuple[tuple[str, str], ...] = ()  # a variant's (axis, label) pairs
     sweep: dict | None = field(default=None, hash=False, compare=False)  # its sweep (sweep.summary)
+    screen: bool = False  # a halving sweep's short first-round run of the variant
 
     @property
     def variant(self) -> str | None:
         """'mnbt-4096_pls-4' of 'tune.mnbt-4096_pls-4'; None for a recipe that is no variant."""
-        return self.name.removeprefix(f"{self.sweep_of}.") if self.sweep_of else None
+        return self.name.removeprefix(f"{self.sweep_of}.").removesuffix(f".{sweep.SCREEN}") if self.sweep_of else None
 
     @property
     def engine_kind(self) -> str:
@@ -406,7 +407,14 @@ def _entries(doc: dict, label: str, path: Path) -> list[tuple[dict, sweep.Varian
         expansion = sweep.expand(doc, schema("recipe.schema.yaml"), label)
     except sweep.SweepError as e:
         raise InputError(e.problems) from None
-    return [(v.doc, v, sweep.summary(doc["sweep"], expansion)) for v in expansion.variants]
+    problems = sweep.halving_problems(doc, label)
+    if problems:
+        raise InputError(problems)
+    info = sweep.summary(doc["sweep"], expansion)
+    out = [(v.doc, v, info) for v in expansion.variants]
+    if info["strategy"] == "halving":  # every variant's screen: the first round
+        out += [(sweep.screen_doc(v.doc, info["halving"]), v, info) for v in expansion.variants]
+    return out
 
 
 def _valid(doc: dict, label: str, path: Path, of_sweep: tuple, where: tuple, problems: list) -> Recipe | None:
@@ -424,7 +432,9 @@ def _valid(doc: dict, label: str, path: Path, of_sweep: tuple, where: tuple, pro
         return None
     if key is not None:
         verdicts.keep_valid(key)
-    return replace(r, sweep_of=info["recipe"], choice=variant.choice, sweep=info) if variant else r
+    if not variant:
+        return r
+    return replace(r, sweep_of=info["recipe"], choice=variant.choice, sweep=info, screen=r.name != variant.name)
 
 
 def _cluster_problems(r: Recipe, clusters: dict, only_cluster: str | None, problems: list) -> bool:

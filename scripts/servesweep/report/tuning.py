@@ -13,6 +13,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from ..contract import paths
+from ..render.sweep import SCREEN
 from .fmt import num
 
 TABLE = {"tablefmt": "github", "disable_numparse": True}
@@ -131,9 +132,15 @@ def axis_effects(order: list[Standing], axes: list[str], labels: dict[str, list[
     return tabulate(rows, ["axis", "value", "variants measured", "best capacity/GPU", "median capacity/GPU"], **TABLE)
 
 
-def verdict_line(leaders: list[Standing]) -> str:
+def verdict_line(leaders: list[Standing], order: list[Standing]) -> str:
     if not leaders:
         return "**No variant has a capacity at its SLO yet.**"
+    unmeasured = sum(not s.measured for s in order)
+    if len(leaders) == 1 and unmeasured:
+        return (
+            f"**Best of the {len(order) - unmeasured} measured: `{leaders[0].name}`**, ahead of each beyond the noise; "
+            f"{unmeasured} not measured in full (see why below), so not compared."
+        )
     if len(leaders) == 1:
         return f"**Best: `{leaders[0].name}`**, ahead of every other variant beyond the noise."
     names = ", ".join(f"`{s.name}`" for s in leaders)
@@ -146,7 +153,7 @@ def verdict_line(leaders: list[Standing]) -> str:
 def former_variants(recipe: str, variants: dict, root: Path) -> list[str]:
     """Result folders of this sweep's earlier variants: kept on disk, not selected."""
     found = sorted(p.name for p in (root / paths.RESULTS).glob(f"{recipe}.*") if p.is_dir())
-    return [n for n in found if n not in variants]
+    return [n for n in found if n not in variants and n.removesuffix(f".{SCREEN}") not in variants]
 
 
 def tuning_section(df: pd.DataFrame, sweeps: dict, caps: list[dict], plot_dir: Path, root: Path) -> list[str]:
@@ -165,7 +172,7 @@ def tuning_section(df: pd.DataFrame, sweeps: dict, caps: list[dict], plot_dir: P
         parts += ["", f"## Tuning `{recipe}`", "", f"{len(order)} variants, strategy {info['strategy']}: {said}."]
         if info["excluded"]:
             parts.append(f"Excluded by the recipe: {', '.join(info['excluded'])}.")
-        parts += ["", verdict_line(leaders), "", variant_table(order, axes), "", "### Effect of each axis", ""]
+        parts += ["", verdict_line(leaders, order), "", variant_table(order, axes), "", "### Effect of each axis", ""]
         parts.append(axis_effects(order, axes, {a: info["axes"][a]["labels"] for a in axes}))
         former = former_variants(recipe, info["variants"], root)
         if former:

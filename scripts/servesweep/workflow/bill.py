@@ -183,12 +183,18 @@ def sweep_lines(sel, bills: list[StackBill], budget: float | None) -> list[str]:
     sweeps = {r.sweep_of: r.sweep for r in sel.selected if r.sweep_of}
     for recipe, info in sorted(sweeps.items()):
         names = {r.name for r in sel.selected if r.sweep_of == recipe}
+        screens = sum(r.screen for r in sel.selected if r.sweep_of == recipe)
+        deferred = sel.not_run.get(recipe, {})
+        if deferred:
+            out.append(f"sweep {recipe}: halving: {len(deferred)} variant(s) not measured in full this run, e.g. "
+                       f"{next(iter(deferred))}: {next(iter(deferred.values()))}")  # fmt: skip
         mine = [b for b in bills if set(b.recipes) & names]
         points = sum(len(sel.run.curve_points(n)) for n in names)
         expected, bound = sum(b.gpu_h for b in mine), sum(b.gpu_h_bound for b in mine)
         limit = budget if budget is not None else info.get("budget_gpu_h")
         out.append(
-            f"sweep {recipe}: {len(names)} variant(s) ({len(info['excluded'])} excluded), {points} point(s) to run "
+            f"sweep {recipe}: {len(info['variants'])} variant(s) ({len(info['excluded'])} excluded; "
+            f"{len(names) - screens} selected in full, {screens} screen(s)), {points} point(s) to run "
             f"on {len(mine)} stack(s), {expected:.2f} GPU-h expected, {bound:.2f} GPU-h bound"
             + (f" (budget {limit:g} GPU-h)" if limit is not None else "")
         )

@@ -20,10 +20,12 @@ from ..render.recipe import Recipe, load_recipes
 from . import why
 from .capacity_search import CapacitySearches
 from .engine_args import check_engine_args, pending
+from .halving import halving_round
 from .index import PointIndex
 from .memo import RenderMemo
 from .run_points import RunPoints
 from .shared_stacks import SharedStacks
+from .sweep_checks import idle_axes
 
 CHECK_S = 600  # a check's time in a job's limit (an eval's questions are counted only in the job)
 
@@ -94,6 +96,12 @@ class Selection:
         if unknown:
             raise InputError([Problem("config", "recipes", f"no such recipe(s): {', '.join(unknown)}")])
         self.selected = [r for r in recipes if cluster in r.clusters and (not only or r.name in only)]
+        idle = idle_axes(self.selected, self.cluster)
+        if idle:
+            raise InputError(idle)
+        self.not_run = halving_round(self.root, self.selected)  # sweep -> variant -> why not this run
+        deferred = {name for why in self.not_run.values() for name in why}
+        self.selected = [r for r in self.selected if r.name not in deferred]
         self.points = [Point(r.name, c) for r in self.selected for c in r.concurrency]
         self.searches = CapacitySearches(self.index, self.selected)
         self.run = RunPoints(self.index, scope)
@@ -192,5 +200,7 @@ class Selection:
             ],
             # reporting settings: an edit reruns the summary, never a point
             "slo": {r.name: r.doc.get("slo") or {} for r in self.selected},
-            "sweeps": {r.sweep_of: r.sweep for r in self.selected if r.sweep_of},
+            "sweeps": {
+                r.sweep_of: dict(r.sweep, not_run=self.not_run.get(r.sweep_of, {})) for r in self.selected if r.sweep_of
+            },
         }

@@ -1,0 +1,85 @@
+"""Successive halving for a sweep too big to run in full (render/sweep, strategy: halving).
+
+Round one measures every variant's *screen* (the variant at the target load, for a share of the
+benchmark); round two measures in full only the best share of them. The round is decided when the
+workflow loads, from the screens' results on disk, so every trial is an ordinary file target: a
+resumed search reruns nothing it has, and the dry run names what the next run will measure."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..capacity.slo import slo_verdicts
+from ..contract import figures
+from ..contract.paths import result_file
+from ..fileio.yamlio import checked_json
+from ..render.sweep import HALVING_DEFAULTS
+
+
+@dataclass(frozen=True)
+class Screened:
+    variant: str
+    met: bool
+    worst: float  # the largest share of its SLO limit a figure used (1.0: at the limit)
+    tps: float  # total tok/s per GPU
+
+    def key(self) -> tuple:
+        return (self.met, -self.worst, self.tps)
+
+
+def screened(root: Path, screen, target: int) -> Screened | None:
+    """A screen's standing from its result (None: no usable result yet)."""
+    doc, _why = checked_json(root / result_file(screen.name, target), "result.schema.yaml")
+    if doc is None:
+        return None
+    f, slo = doc["figures"], screen.doc.get("slo") or {}
+    verdict = slo_verdicts(slo, f)
+    ratios = [_share(v) for v in verdict["verdicts"]]
+    tps = figures.BY_NAME["total_tps_per_gpu"].of(f) or 0.0
+    variant = screen.name.rsplit(".", 1)[0]
+    return Screened(variant, verdict["met"] is not False, max(ratios, default=0.0), tps)
+
+
+def _share(verdict: dict) -> float:
+    """How much of its SLO limit a figure used; unmeasured counts as over every limit."""
+    if verdict["value"] is None or not verdict["limit"]:
+        return math.inf
+    return verdict["value"] / verdict["limit"]
+
+
+def keep_count(n: int, halving: dict) -> int:
+    return max(1, math.ceil(n * halving.get("keep", HALVING_DEFAULTS["keep"])))
+
+
+def decide(screens: list[Screened | None], names: list[str], halving: dict) -> dict[str, str]:
+    """Variant -> why it is not measured in full this run (kept variants are not named)."""
+    missing = [n for n, s in zip(names, screens, strict=True) if s is None]
+    if missing:
+        why = f"waits for the halving screens ({len(names) - len(missing)} of {len(names)} measured): run again"
+        return dict.fromkeys(names, why)
+    order = sorted(screens, key=lambda s: s.key(), reverse=True)
+    keep = keep_count(len(order), halving)
+    target = halving["target"]
+    return {
+        s.variant: (
+            f"screened out: {rank} of {len(order)} at c{target} "
+            f"({'SLO met' if s.met else 'SLO missed'}, {s.worst:.0%} of its tightest limit, {s.tps:,.0f} tok/s/GPU)"
+        )
+        for rank, s in enumerate(order, 1)
+        if rank > keep
+    }
+
+
+def halving_round(root: Path, selected: list) -> dict[str, dict[str, str]]:
+    """Per halving sweep among the selected recipes: its full variants not to run now, with why."""
+    out: dict[str, dict[str, str]] = {}
+    for base in sorted({r.sweep_of for r in selected if r.sweep_of and r.sweep["strategy"] == "halving"}):
+        screens = [r for r in selected if r.sweep_of == base and r.screen]
+        if not screens:
+            continue
+        halving = screens[0].sweep["halving"]
+        names = [s.name.rsplit(".", 1)[0] for s in screens]
+        out[base] = decide([screened(root, s, halving["target"]) for s in screens], names, halving)
+    return out

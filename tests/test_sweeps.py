@@ -1,0 +1,205 @@
+"""Sweeps over server configurations (render/sweep): the expansion, its refusals, the tie rule,
+successive halving's decisions, and exact staleness per variant through real dry runs."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import yaml
+
+from servesweep.render.recipe import load_recipes
+from servesweep.report.tuning import Standing, ranking, verdict_line
+from servesweep.tools.samples import result_doc
+from servesweep.workflow.halving import Screened, decide
+
+from helpers import CLUSTERS, ROOT, copy_workflow, snakemake
+
+BASE = yaml.safe_load((ROOT / "recipes" / "local-tune-mocker.yaml").read_text())
+
+
+def load(tmp_path, sweep: dict, **changes):
+    doc = dict(BASE, sweep=sweep, **changes)
+    f = tmp_path / "recipes" / f"{doc['name']}.yaml"
+    f.parent.mkdir(exist_ok=True)
+    f.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return load_recipes([f], CLUSTERS, root=tmp_path)
+
+
+def problems_of(tmp_path, sweep: dict, **changes) -> list[str]:
+    recipes, problems = load(tmp_path, sweep, **changes)
+    assert problems, [r.name for r in recipes]
+    return [f"{p.file}: {p.field}: {p.reason}" for p in problems]
+
+
+def test_the_product_of_axes_less_exclusions_with_linked_axes_moving_together(tmp_path):
+    sweep = {
+        "axes": {
+            "seqs": {"field": "engine.args[--max-num-seqs]", "values": [2, 4]},
+            "layout": {
+                "field": "topology.aggregated",
+                "values": [{"replicas": 1}, {"replicas": 2}],
+                "labels": ["1x", "2x"],
+            },
+            "workers": {"field": "frontend.router.min_initial_workers", "values": [1, 2]},
+        },
+        "link": [["layout", "workers"]],
+        "exclude": [{"seqs": 4, "layout": "1x"}],
+    }  # fmt: skip
+    recipes, problems = load(tmp_path, sweep)
+    assert problems == []
+    by_name = {r.name: r for r in recipes}
+    assert sorted(by_name) == [
+        "local-tune-mocker.seqs-2_layout-1x",
+        "local-tune-mocker.seqs-2_layout-2x",
+        "local-tune-mocker.seqs-4_layout-2x",
+    ]
+    v = by_name["local-tune-mocker.seqs-4_layout-2x"]
+    assert v.doc["engine"]["args"][-2:] == ["--max-num-seqs", 4]
+    assert v.doc["topology"]["aggregated"] == {"replicas": 2}
+    assert v.doc["frontend"]["router"]["min_initial_workers"] == 2  # linked: moved with layout
+    assert v.sweep_of == "local-tune-mocker" and dict(v.choice) == {"seqs": "4", "layout": "2x", "workers": "2"}
+    assert "sweep" not in v.doc and v.sweep["excluded"] == ["seqs-4_layout-1x"]
+
+
+def test_a_variant_that_fails_validation_names_the_recipe_the_variant_the_axis_and_the_field(tmp_path):
+    sweep = {"axes": {"reps": {"field": "topology.aggregated.replicas", "values": [2, 0]}}}
+    (msg,) = problems_of(tmp_path, sweep)
+    where = "recipes/local-tune-mocker.yaml: topology.aggregated.replicas"
+    assert msg.startswith(f"{where}: variant reps-0 (axis reps = 0)")
+
+
+@pytest.mark.parametrize(
+    ("sweep", "field", "says"),
+    [
+        ({"axes": {"x": {"field": "engine.bogus", "values": [1, 2]}}}, "sweep.axes.x.field", "not a field"),
+        ({"axes": {"x": {"field": "concurrency", "values": [1, 2]}}}, "sweep.axes.x.field", "point axis"),
+        ({"axes": {"x": {"field": "description", "values": ["a", "b"]}}}, "sweep.axes.x.field", "changes no plan"),
+        ({"axes": {"x": {"field": "env.A", "values": []}}}, "sweep.axes.x.values", "should be non-empty"),
+        ({"axes": {"x": {"field": "env.A", "values": ["1", "1"]}}}, "sweep.axes.x.values", "duplicate values"),
+        ({"axes": {"x": {"field": "env.A", "values": ["a b", "a-b"]}}}, "sweep.axes.x.labels", "share the label"),
+        ({"axes": {"x": {"field": "env.A", "values": ["1", "2"], "labels": ["a"]}}}, "sweep.axes.x.labels", "1 labels"),
+        ({"axes": {"x": {"field": "env.A", "values": list("abcde")}, "y": {"field": "env.B", "values": list("abcd")}}},
+         "sweep.max_variants", "20 variants"),
+        ({"axes": {"x": {"field": "env.A", "values": ["1", "2"]}}, "link": [["x", "nope"]]}, "sweep.link[0]",
+         "no axis"),
+        ({"axes": {"x": {"field": "env.A", "values": ["1", "2"]}, "y": {"field": "env.B", "values": ["1"]}},
+          "link": [["x", "y"]]}, "sweep.link[0]", "as many values"),
+        ({"axes": {"x": {"field": "env.A", "values": ["1", "2"]}}, "exclude": [{"x": "3"}]}, "sweep.exclude[0].x",
+         "no value or label"),
+        ({"axes": {"X": {"field": "env.A", "values": ["1", "2"]}}}, "sweep.axes.X", "lowercase"),
+        ({"axes": {"x": {"field": "env.A", "values": ["1", "2"]}}, "halving": {"target": 8}}, "sweep.halving",
+         "without strategy"),
+        ({"axes": {"x": {"field": "env.A", "values": ["1", "2"]}}, "strategy": "halving", "halving": {"target": 8,
+          "screen_share": 0.1}}, "sweep.halving.screen_share", "under 3 s"),
+    ],
+)  # fmt: skip
+def test_a_bad_sweep_is_refused_naming_the_field(tmp_path, sweep, field, says):
+    msgs = problems_of(tmp_path, sweep)
+    assert any(f"recipes/local-tune-mocker.yaml: {field}:" in m and says in m for m in msgs), msgs
+
+
+def test_an_axis_whose_values_render_the_same_plan_is_refused(tmp_path):
+    from servesweep.workflow.sweep_checks import idle_axes
+
+    sweep = {"axes": {"seqs": {"field": "engine.args[--max-num-seqs]", "values": [4, "4"], "labels": ["n", "s"]}}}
+    recipes, problems = load(tmp_path, sweep)
+    assert problems == []
+    (p,) = idle_axes(recipes, CLUSTERS["local"])
+    assert p.field == "sweep.axes.seqs" and "changes no plan" in p.reason
+
+
+def _standing(name, cap, tps, tol=0, searched=False, status="measured"):
+    return Standing(name, {}, 2, cap, tol, searched, tps, None, status)
+
+
+def test_a_leader_inside_the_noise_is_a_tie_and_one_ahead_is_named():
+    a, b, c = _standing("a", 8, 1000.0), _standing("b", 8, 980.0), _standing("c", 4, 2000.0)
+    _order, leaders = ranking([c, b, a])
+    assert [s.name for s in leaders] == ["a", "b"]  # 2 % apart, no repeats: tied
+    assert verdict_line(leaders, [a, b, c]).startswith("**Tied: `a`, `b`**")
+    _order, leaders = ranking([_standing("a", 8, 1100.0), _standing("b", 8, 1000.0)])
+    assert [s.name for s in leaders] == ["a"]  # 10 % ahead
+    # capacities within the search's tolerance are a tie; beyond it, the higher one leads
+    _order, leaders = ranking([_standing("a", 12, 1.0, 4, True), _standing("b", 10, 9.0, 4, True)])
+    assert [s.name for s in leaders] == ["a", "b"]
+    _order, leaders = ranking([_standing("a", 16, 1.0, 4, True), _standing("b", 10, 9.0, 4, True)])
+    assert [s.name for s in leaders] == ["a"]
+
+
+def test_halving_keeps_the_best_screened_share_and_waits_for_missing_screens():
+    names = [f"v{i}" for i in range(8)]
+    # a known space: the SLO headroom falls with i, so v0 is the answer the full grid would name
+    screens = [Screened(n, True, 0.3 + 0.05 * i, 1000.0) for i, n in enumerate(names)]
+    out = decide(screens, names, {"target": 8, "keep": 0.25})
+    assert sorted(set(names) - set(out)) == ["v0", "v1"]  # 2 of 8 measured in full: 1/4 of the grid
+    assert out["v7"].startswith("screened out: 8 of 8 at c8")
+    waiting = decide([*screens[:-1], None], names, {"target": 8})
+    assert set(waiting) == set(names) and "7 of 8 measured" in waiting["v0"]
+
+
+def test_selecting_a_sweep_by_name_selects_its_variants(tmp_path):
+    from servesweep.workflow.selection import with_variants
+
+    recipes, _ = load(tmp_path, {"axes": {"x": {"field": "env.A", "values": ["1", "2"]}}})
+    assert sorted(with_variants(["local-tune-mocker"], recipes)) == [
+        "local-tune-mocker",
+        "local-tune-mocker.x-1",
+        "local-tune-mocker.x-2",
+    ]
+
+
+# -- exact staleness per variant: real dry runs on a copy whose points are marked up to date --
+
+
+def stale_points(wf) -> set[str]:
+    r = snakemake(wf, "-n", "results/summary.md")
+    assert r.returncode == 0, r.stderr[-3000:]
+    return set(re.findall(r"output: (results/[^,\s]+/c\d+\.json)", r.stdout + r.stderr))
+
+
+def set_sweep(wf, values, base_seqs=4, description=None, blocks=4096):
+    f = wf / "recipes" / "local-tune-mocker.yaml"
+    doc = yaml.safe_load(f.read_text())
+    doc["sweep"]["axes"]["seqs"]["values"] = values
+    args = doc["engine"]["args"]
+    args[args.index("--max-num-seqs") + 1] = base_seqs
+    args[args.index("--num-gpu-blocks-override") + 1] = blocks
+    if description:
+        doc["description"] = description
+    f.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def test_staleness_is_exact_per_variant(tmp_path):
+    wf = copy_workflow(tmp_path / "wf", ["local-tune-mocker"])
+    set_sweep(wf, [2, 4])
+    points = {f"results/local-tune-mocker.seqs-{n}/c8.json" for n in (2, 4)}
+    assert stale_points(wf) == points
+    for p in points:
+        (wf / p).parent.mkdir(parents=True)
+        (wf / p).write_text(json.dumps(result_doc(p.split("/")[1], 8, 0.1, 100.0)))
+    assert snakemake(wf, "--touch", "results/summary.md").returncode == 0
+    assert stale_points(wf) == set()
+    set_sweep(wf, [2, 4, 8])  # a value added: only the new variant runs
+    assert stale_points(wf) == {"results/local-tune-mocker.seqs-8/c8.json"}
+    set_sweep(wf, [4])  # a value removed: nothing runs, its results stay
+    assert stale_points(wf) == set() and (wf / "results/local-tune-mocker.seqs-2/c8.json").exists()
+    set_sweep(wf, [2, 4], base_seqs=16)  # a base edit every variant overrides: no plan changed
+    assert stale_points(wf) == set()
+    set_sweep(wf, [2, 4], description="cosmetic")
+    assert stale_points(wf) == set()
+    set_sweep(wf, [2, 4], blocks=2048)
+    assert stale_points(wf) == points  # a base edit that reaches every variant's plan
+    said = snakemake(wf, "-n", "results/summary.md").stderr  # the dry run names the variant and the field
+    assert "local-tune-mocker.seqs-2: 1 point (c8) stale — engine.args: --num-gpu-blocks-override 4096 → 2048" in said
+
+
+def test_a_sweep_over_its_budget_is_refused_before_anything_runs(tmp_path):
+    wf = copy_workflow(tmp_path / "wf", ["local-tune-mocker"])
+    r = snakemake(wf, "-n", "results/summary.md", "--config", "budget_gpu_h=0.01")
+    assert r.returncode == 2
+    assert "--config budget_gpu_h: this run of the sweep is bound at" in r.stderr and "over its budget" in r.stderr
+    assert not (wf / "results").exists() or not any((wf / "results").iterdir())
+    ok = snakemake(wf, "-n", "results/summary.md")
+    assert ok.returncode == 0 and "sweep local-tune-mocker: 3 variant(s)" in ok.stderr
