@@ -32,53 +32,113 @@ def test_snakemake_lint_clean():
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-def _imports() -> dict[str, set[str]]:
-    """servesweep module -> the servesweep modules it imports (relative imports resolved)."""
+def _module_name(f: Path, pkg: Path) -> str:
+    """A file's module; a package (``kinds/__init__.py``) is keyed by its own name (``...render.kinds``),
+    which is what ``from . import kinds`` and ``from .kinds import x`` import."""
+    parts = ("servesweep", *f.relative_to(pkg).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _edges(src: str, mod: str, is_package: bool, known: set[str]) -> set[str]:
+    """The ``known`` modules one module's source imports (type-only and function-local imports
+    included). ``from a import b`` imports module ``a.b`` where there is one, else package ``a``;
+    importing ``a.b`` runs package ``a`` first (unless ``a`` is an ancestor: it is running already)."""
     import ast
 
+    here = mod.split(".") if is_package else mod.split(".")[:-1]  # what ``from . import`` is relative to
+    deps = set()
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, ast.ImportFrom):
+            base = here[: len(here) - node.level + 1] if node.level else []
+            target = ".".join([*base, *(node.module.split(".") if node.module else [])])
+            names = {f"{target}.{a.name}" for a in node.names}
+            deps |= (names & known) or {target}
+        elif isinstance(node, ast.Import):
+            deps |= {a.name for a in node.names}
+    parents = {".".join(d.split(".")[:i]) for d in deps for i in range(1, d.count(".") + 1)}
+    ancestors = {".".join(mod.split(".")[:i]) for i in range(1, mod.count(".") + 1)}
+    return (deps | parents) - ancestors - {mod}
+
+
+def _import_graph(sources: dict[str, tuple[str, bool]]) -> dict[str, set[str]]:
+    """module -> the modules it imports, among ``sources`` (module -> (source, is_package))."""
+    known = set(sources)
+    return {m: _edges(src, m, pkg, known) & known for m, (src, pkg) in sources.items()}
+
+
+def _imports() -> dict[str, set[str]]:
+    """servesweep module -> the servesweep modules it imports (relative and package imports resolved)."""
     pkg = ROOT / "scripts" / "servesweep"
-    graph = {}
-    for f in pkg.rglob("*.py"):
-        mod = ".".join(("servesweep", *f.relative_to(pkg).with_suffix("").parts))
-        parts = mod.split(".") if f.name != "__init__.py" else mod.split(".")[:-1] + ["__init__"]
-        deps = set()
-        for node in ast.walk(ast.parse(f.read_text())):
-            if isinstance(node, ast.ImportFrom):
-                base = parts[: len(parts) - node.level] if node.level else []
-                target = ".".join([*base, *(node.module.split(".") if node.module else [])])
-                names = [f"{target}.{a.name}" for a in node.names]
-                deps |= {n for n in [target, *names] if n.startswith("servesweep")}
-            elif isinstance(node, ast.Import):
-                deps |= {a.name for a in node.names if a.name.startswith("servesweep")}
-        graph[mod] = deps
-    known = set(graph)
-    return {m: {d for d in ds if d in known and d != m} for m, ds in graph.items()}
+    return _import_graph({_module_name(f, pkg): (f.read_text(), f.name == "__init__.py") for f in pkg.rglob("*.py")})
 
 
-def test_rooms_by_stage_import_one_way_and_without_circles():
-    graph = _imports()
-    upward = [(m, d) for m, ds in graph.items() for d in ds if m.startswith("servesweep.run") and ".render." in d]
-    assert not upward, upward  # run reads only the plan contract
-    assert not [(m, d) for m, ds in graph.items() for d in ds if ".render." in m and ".run." in d]
-    assert not [(m, d) for m, ds in graph.items() for d in ds if ".report." in m and (".run." in d or ".render." in d)]
-    # render is the pure recipe -> plan step: it never reaches for what Snakemake asks (workflow/)
-    assert not [(m, d) for m, ds in graph.items() for d in ds if ".render." in m and ".workflow." in d]
-    assert not [(m, d) for m, ds in graph.items() for d in ds if m.startswith("servesweep.run") and ".workflow." in d]
+def _circle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle of ``graph`` (its modules in order, the first repeated last), or None."""
     seen, stack = set(), []
 
     def visit(m):
         if m in stack:
-            raise AssertionError(f"import circle: {' -> '.join(stack[stack.index(m) :] + [m])}")
+            return stack[stack.index(m) :] + [m]
         if m in seen:
-            return
+            return None
         stack.append(m)
         for d in sorted(graph[m]):
-            visit(d)
+            if found := visit(d):
+                return found
         stack.pop()
         seen.add(m)
+        return None
 
-    for m in sorted(graph):
-        visit(m)
+    return next((c for m in sorted(graph) if (c := visit(m))), None)
+
+
+# room -> the rooms it may not import: run reads only the plan contract; render is the pure recipe ->
+# plan step (no processes, never what Snakemake asks); report reads results only
+FORBIDDEN_ROOMS = {"run": {"render", "workflow"}, "render": {"run", "workflow"}, "report": {"run", "render"}}
+
+
+def _room(module: str) -> str:
+    return (module.split(".") + [""])[1]
+
+
+def _upward(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    return [(m, d) for m, ds in graph.items() for d in ds if _room(d) in FORBIDDEN_ROOMS.get(_room(m), ())]
+
+
+def test_rooms_by_stage_import_one_way_and_without_circles():
+    graph = _imports()
+    assert not _upward(graph), _upward(graph)
+    circle = _circle(graph)
+    assert not circle, f"import circle: {' -> '.join(circle)}"
+
+
+def test_the_import_lint_sees_package_type_only_and_parent_imports():
+    """Planted faults: a circle closed by ``from . import pkg``, one closed by a type-only import of a
+    package's submodule (which runs the package first), and a run module reaching into render."""
+    by_package = {
+        "servesweep.a.one": ("from . import pkg\n", False),
+        "servesweep.a.pkg": ("from .inner import X\n", True),
+        "servesweep.a.pkg.inner": (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..one import Y\n",
+            False,
+        ),
+    }
+    assert _circle(_import_graph(by_package)) == [
+        "servesweep.a.one",
+        "servesweep.a.pkg",
+        "servesweep.a.pkg.inner",
+        "servesweep.a.one",
+    ]
+    by_parent = {
+        "servesweep.a.one": ("from .pkg.inner import X\n", False),
+        "servesweep.a.pkg": ("from .. import one\n", True),
+        "servesweep.a.pkg.inner": ("", False),
+    }
+    assert _circle(_import_graph(by_parent)) == ["servesweep.a.one", "servesweep.a.pkg", "servesweep.a.one"]
+    clean = {"servesweep.a.one": ("from .pkg import helper\n", False), "servesweep.a.pkg": ("", True)}
+    assert _circle(_import_graph(clean)) is None and _import_graph(clean)["servesweep.a.one"] == {"servesweep.a.pkg"}
+    upward = {"servesweep.run.x": ("from ..render import kinds\n", False), "servesweep.render.kinds": ("", True)}
+    assert _upward(_import_graph(upward)) == [("servesweep.run.x", "servesweep.render.kinds")]
 
 
 def test_workflow_paths_are_spelled_in_one_module():
