@@ -141,17 +141,35 @@ def test_the_import_lint_sees_package_type_only_and_parent_imports():
     assert _upward(_import_graph(upward)) == [("servesweep.run.x", "servesweep.render.kinds")]
 
 
-def test_workflow_paths_are_spelled_in_one_module():
-    """Result, plan, log and curve paths come from servesweep/contract/paths.py, in the code and in the rules."""
-    spelled = re.compile(r"""["'](results|logs|\.plans)/|c\{(conc|p\.conc|c)\}\.json""")
-    files = [*ROOT.glob("scripts/servesweep/**/*.py"), *ROOT.glob("rules/*.smk"), ROOT / "Snakefile"]
-    found = [
-        f"{f.relative_to(ROOT)}:{i}: {line.strip()}"
-        for f in files
-        if f.name != "paths.py"
-        for i, line in enumerate(f.read_text().splitlines(), 1)
-        if spelled.search(line) and not line.lstrip().startswith(("#", '"""'))
+# a workflow folder's name where a path is built (``"results/x"``, ``/ "logs"``, ``Path(".plans")``),
+# the workflow's own state folder, and a point file's name or glob (``c*.json`` also takes capacity.json)
+_FOLDER = r"(results|logs|\.plans|\.snakemake/servesweep)"
+SPELLED_PATH = re.compile(
+    rf"""["']{_FOLDER}/|/\s*["']{_FOLDER}["']|["']{_FOLDER}["']\s*/|Path\(["']{_FOLDER}["']"""
+    r"|c\{(conc|p\.conc|c)\}\.json|c\*\.json"
+)
+
+
+def _path_leaks(files: dict[str, str]) -> list[str]:
+    """``file:line: text`` of each line (not a comment, not a docstring's first) of ``files`` (name ->
+    text) that spells a workflow path."""
+    return [
+        f"{name}:{i}: {line.strip()}"
+        for name, text in files.items()
+        for i, line in enumerate(text.splitlines(), 1)
+        if SPELLED_PATH.search(line) and not line.lstrip().startswith(("#", '"""'))
     ]
+
+
+def _workflow_code() -> dict[str, str]:
+    """The package's modules but contract/paths, the rules and the Snakefile: name -> text."""
+    files = [*ROOT.glob("scripts/servesweep/**/*.py"), *ROOT.glob("rules/*.smk"), ROOT / "Snakefile"]
+    return {str(f.relative_to(ROOT)): f.read_text() for f in files if f.name != "paths.py"}
+
+
+def test_workflow_paths_are_spelled_in_one_module():
+    """Result, plan, log and state paths come from servesweep/contract/paths.py, in the code and the rules."""
+    found = _path_leaks(_workflow_code())
     assert not found, "\n".join(found)
 
 
@@ -217,25 +235,72 @@ def test_the_readme_stays_short_and_its_docs_exist():
     assert {d.name for d in (ROOT / "docs").glob("*.md")} == {Path(d).name for d in docs}
 
 
-def test_each_runtime_file_name_is_spelled_only_in_paths():
-    """The names of a run dir's, a stack dir's and a results folder's files (contract/paths) are
-    spelled nowhere else in the code: a module that needs one imports it."""
+# what a file or folder name in contract/paths looks like: a path part with a suffix (``failure.json``,
+# ``capacity.png``, ``node.key``, ``result.schema.yaml``), no wildcard in it
+FILE_NAME = re.compile(r"[\w-][\w.-]*\.[a-z]+")
+
+
+def _runtime_names(paths_source: str) -> set[str]:
+    """Every file name contract/paths assigns, alone or as a part of a pattern or path."""
     import ast
 
-    tree = ast.parse((ROOT / "scripts/servesweep/contract/paths.py").read_text())
-    names = {
+    constants = [
         n.value
-        for node in ast.walk(tree)
+        for node in ast.walk(ast.parse(paths_source))
         if isinstance(node, ast.Assign)
         for n in ast.walk(node.value)
-        if isinstance(n, ast.Constant) and re.fullmatch(r"[\w.-]+\.(json|log|lock)", str(n.value))
-    }
-    assert {"failure.json", "driver.log", "served.json", "keeper.lock", "current.json"} <= names, names
-    found = [
-        f"{f.relative_to(ROOT)}: {name}"
-        for f in ROOT.glob("scripts/servesweep/**/*.py")
-        if f.name != "paths.py"
-        for name in names
-        if re.search(rf"""["'/]{re.escape(name)}["']""", f.read_text())
+        if isinstance(n, ast.Constant) and isinstance(n.value, str)
     ]
+    return {part for c in constants for part in c.split("/") if FILE_NAME.fullmatch(part)}
+
+
+def _strings(name: str, text: str) -> list[str]:
+    """The string literals of a module, f-strings' text parts included, docstrings left out; a rule
+    file (not Python) is one string, its comments left out."""
+    import ast
+
+    if not name.endswith(".py"):
+        return ["\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))]
+    tree = ast.parse(text)
+    docs = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+    strings = [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    return [n.value for n in strings if id(n) not in docs]
+
+
+def _name_leaks(names: set[str], files: dict[str, str]) -> list[str]:
+    """``file: name`` for each name spelled in a string of ``files`` (as a whole path part)."""
+    strings = {f: _strings(f, text) for f, text in files.items()}
+    return [
+        f"{f}: {name}"
+        for f, found in strings.items()
+        for name in sorted(names)
+        if any(re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-]|\.\w)", s) for s in found)
+    ]
+
+
+def test_each_runtime_file_name_is_spelled_only_in_paths():
+    """The names of a run dir's, a stack dir's and a results folder's files, a schema and the TLS files
+    (contract/paths) are spelled nowhere else in the code: a module that needs one imports it."""
+    names = _runtime_names((ROOT / "scripts/servesweep/contract/paths.py").read_text())
+    expected = {"failure.json", "served.json", "keeper.lock", "capacity.json", "capacity.png", "ca.key", "hold.sh"}
+    assert expected | {"result.schema.yaml", "rendered.json"} <= names, names
+    found = _name_leaks(names, _workflow_code())
     assert not found, "\n".join(found)
+
+
+def test_the_path_lints_catch_planted_leaks():
+    """Each shape today's leaks had: a bare folder name, the point glob, the state folder, a file
+    name beyond json/log/lock, and a name inside a pattern in paths."""
+    planted = {
+        "a.py": 'root / "results" / recipe\n',
+        "b.py": 'folder.glob("c*.json")\n',
+        "c.py": 'DIR = ".snakemake/servesweep/heartbeats"\n',
+        "d.py": 'x = f"![plot]({recipe}/capacity.png)"\n',
+        "e.py": 'key = str(d / "ca.key")\n',
+        "f.py": 'checked_json(path, "result.schema.yaml")\n',
+        "ok.py": "# results/ in a comment\nresult_file(recipe, conc)\n",
+    }
+    assert [leak.split(":")[0] for leak in _path_leaks(planted)] == ["a.py", "b.py", "c.py"]
+    names = _runtime_names('A = f"results/{{recipe}}/capacity.png"\nB, C = "ca.key", "result.schema.yaml"\n')
+    assert names == {"capacity.png", "ca.key", "result.schema.yaml"}
+    assert _name_leaks(names, planted) == ["d.py: capacity.png", "e.py: ca.key", "f.py: result.schema.yaml"]
