@@ -8,6 +8,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from servesweep.contract.paths import RESULTS, point_files
 from servesweep.tools.demo import DEMO_RECIPES
 
 from common import BIN, copy_workflow, header, snakemake, stats
@@ -27,7 +28,7 @@ def main() -> None:
             walls.append(time.perf_counter() - t)
             if r.returncode:
                 raise SystemExit(r.stderr[-3000:])
-            points = len(list(wf.glob("results/*/c*.json")))
+            points = len(point_files(wf / RESULTS, every_recipe=True))  # not capacity.json
             print(f"run {i + 1}: {walls[-1]:.1f} s", flush=True)
     print(f"snakemake --profile local results/summary.md ({points} points): {stats(walls)} s")
 

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import yaml
 
+from servesweep.contract.paths import RESULTS, point_files
+
 from common import BIN, copy_workflow, header, snakemake
 
 CONCURRENCIES = [2, 4, 8, 16]
@@ -37,7 +39,7 @@ def sweep(tmp: Path, recipe: str, label: str, duration: int, *extra: str, second
         raise SystemExit((r.stdout + r.stderr)[-3000:])
     logs = [*wf.glob("logs/stacks/*/*/keeper-driver.log"), *wf.glob("logs/*/c*/driver.log")]
     starts = sum(len(re.findall(r"\] starting \d+ processes", p.read_text())) for p in logs)
-    return wall, starts, len(list(wf.glob("results/*/c*.json")))
+    return wall, starts, len(point_files(wf / RESULTS, every_recipe=True))
 
 
 def _second_scenario(wf: Path, doc: dict, other_servers: bool) -> None:

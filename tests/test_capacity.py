@@ -193,5 +193,5 @@ def test_slurm_dry_run_runs_a_search_on_a_held_stack_sized_for_its_worst_case(tm
     # the point's side: the job's shape and time limit from its plan and the curve file
     request = HoldRequest.of(Plan.from_json(plan), CurveHint(3, True, 0.0, points_s), "gpu", None)
     floor = plan["resources"]["startup_s"] + points_s
-    assert floor / 60 <= request.time_min <= (floor + 600) / 60, (request, floor)
+    assert floor / 60 <= request.runtime_min <= (floor + 600) / 60, (request, floor)
     assert (request.nodes, request.gpus_per_node) == (plan["resources"]["nodes"], plan["resources"]["gpus_per_node"])

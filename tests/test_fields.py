@@ -17,7 +17,7 @@ from servesweep.render.recipe import Recipe
 
 from helpers import CLUSTERS, ROOT
 
-# Leaves that never reach a plan, and why they still do something (the README lists them too).
+# Leaves that never reach a plan, and why they still do something (docs/tests.md lists them too).
 DESCRIPTIVE = {
     "name": "the recipe's identity: results/<name>/, plan and result names",
     "description": "shown in the summary; words only",

@@ -22,7 +22,7 @@ from servesweep.fileio.errors import InputError
 from servesweep.render import kinds
 from servesweep.render.cluster import load_cluster_file
 from servesweep.render.plan import render
-from servesweep.render.recipe import load_recipe
+from servesweep.render.recipe import load_recipe, load_recipes
 
 from helpers import CLUSTERS, ROOT, copy_workflow, no_processes_left, snakemake
 
@@ -177,7 +177,5 @@ def test_a_misspelt_kind_in_cluster_facts_names_the_field_and_the_kind_meant(tmp
     facts["engine_pythons"] = {"dynamo.vlm": ".venvs/engine/bin/python"}
     path = tmp_path / "cluster.yaml"
     path.write_text(yaml.safe_dump(facts))
-    with pytest.raises(InputError) as e:
-        load_cluster_file(path, "profiles/x/cluster.yaml")
-    (problem,) = e.value.problems
+    _, (problem,) = load_recipes([], {"x": load_cluster_file(path, "profiles/x/cluster.yaml")})
     assert problem.field == "engine_pythons.dynamo.vlm" and "did you mean 'dynamo.vllm'" in problem.reason

@@ -124,7 +124,7 @@ def test_recipes_with_one_server_identity_share_one_held_stack(tmp_path, monkeyp
         first = plans[("b-synthetic", 8)]
         request = HoldRequest.of(Plan.from_json(first), CurveHint(3, False, 0.0, curve["points_s"]), "gpu", None)
         floor = first["resources"]["startup_s"] + curve["points_s"]
-        assert floor / 60 <= request.time_min <= (floor + 600) / 60 and request.nodes == 1
+        assert floor / 60 <= request.runtime_min <= (floor + 600) / 60 and request.nodes == 1
     finally:
         wfl.beat.stop()
 

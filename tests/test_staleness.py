@@ -163,7 +163,7 @@ def test_partial_summary_lists_missing_points(settled):
     assert m and "local-agg-2x-mocker/c16.json" not in m.group(1) and "local-agg-2x-mocker/c4.json" in m.group(1)
 
 
-# Recipe fields and what an edit to them reruns (the README's table states the same lists).
+# Recipe fields and what an edit to them reruns (docs/recipes.md's table states the same lists).
 REPORTING_EDITS = [  # only the summary reruns
     ("slo", "ttft_p95_s: 0.5", "ttft_p95_s: 0.4"),
     ("description", "description: 2 aggregated", "description: Two aggregated"),

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from .contract.paths import CAPACITY_FILE, SMOKE_REQUESTS, SUMMARY_MD
 from .fileio.errors import InputError, Problem
 
 
@@ -163,7 +164,7 @@ def _add_run_parsers(sub) -> None:
     r.set_defaults(func=cmd_run_point)
     checks = (
         ("smoke", "send the API smoke's request set to a recipe's stack", cmd_run_smoke,
-         ("requests", "the request set (scripts/servesweep/checks/smoke-requests.yaml)"), "paths.SMOKE"),
+         ("requests", f"the request set ({SMOKE_REQUESTS})"), "paths.SMOKE"),
         ("eval", "run one of a recipe's accuracy benchmarks on its stack (aiperf)", cmd_run_eval,
          ("settings", "the recipe's evals entry, as render wrote it (paths.EVAL_SETTINGS)"), "paths.EVAL"),
     )  # fmt: skip
@@ -213,11 +214,11 @@ def main(argv: list[str] | None = None) -> int:
     k.add_argument("--expect", type=int, default=1, help="points expected on this stack")
     k.add_argument("--result", required=True, help="a result path of the curve, for the pre-flight")
     k.set_defaults(func=cmd_keep_stack)
-    s = sub.add_parser("summary", help="roll result files into results/summary.md")
+    s = sub.add_parser("summary", help=f"roll result files into {SUMMARY_MD}")
     s.add_argument("--selection", required=True, help="JSON list of the selected points")
     s.add_argument("--out", required=True)
     s.add_argument("--baseline")
-    s.add_argument("--capacity", nargs="*", default=[], help="capacity.json files for the capacity table")
+    s.add_argument("--capacity", nargs="*", default=[], help=f"{CAPACITY_FILE} files for the capacity table")
     s.add_argument("--evals", nargs="*", default=[], help="eval-<benchmark>.json files for the accuracy table")
     s.add_argument("results", nargs="*")
     s.set_defaults(func=cmd_summary)

@@ -12,6 +12,7 @@ import os
 import shutil
 from pathlib import Path
 
+from ..contract.paths import LOGS
 from ..contract.plan import Plan, host_side
 from ..fileio.errors import Problem
 
@@ -102,7 +103,7 @@ def _server_checks(plan: Plan, workdir: Path) -> list[tuple[str, str, str, bool]
             cmd = p.argv[0]
             if not cmd.startswith("{"):
                 out.append((facts, f"process {p.name}", f"executable {cmd!r} not found", _executable(cmd, workdir)))
-    out.append((recipe, "logs", f"{workdir / 'logs'} is not writable", _writable(workdir / "logs")))
+    out.append((recipe, "logs", f"{workdir / LOGS} is not writable", _writable(workdir / LOGS)))
     return out
 
 

@@ -92,3 +92,9 @@ def flat(figures: dict) -> dict:
 
 def half_width(half: dict, name: str):
     return half.get(name, half.get(HALF_WIDTH_ALIASES.get(name, ""), None))
+
+
+def gpu_hours(gpus: float, seconds: float) -> float:
+    """What holding ``gpus`` GPUs for ``seconds`` costs, in GPU-hours: the bill, the summary's GPU time
+    and a capacity probe's cost all count it here."""
+    return gpus * seconds / 3600

@@ -19,12 +19,13 @@ import time
 from pathlib import Path
 
 from ..fileio.files import write_if_changed
+from .paths import HEARTBEAT_DIR
 
 ENV = "SERVESWEEP_HEARTBEAT"  # the heartbeat file of the main process that submitted this job
 TIMEOUT_ENV = "SERVESWEEP_HEARTBEAT_TIMEOUT_S"
 INTERVAL_S = 5.0
 DEFAULT_TIMEOUT_S = 120.0
-DIR = ".snakemake/servesweep/heartbeats"
+DIR = HEARTBEAT_DIR
 ENDED = "ended"  # the last beat of a main process that exited
 KEEP_ENDED_S = 86400  # ended beats older than this are removed when the next main process starts
 

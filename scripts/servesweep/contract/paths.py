@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 RESULTS = Path("results")
+LOGS = Path("logs")
 SUMMARY_MD = RESULTS / "summary.md"
 SUMMARY_CSV = RESULTS / "summary.csv"
 SUMMARY_LOG = "logs/summary.log"
@@ -32,8 +33,9 @@ PROBE_PLAN_GLOB = "probe-c*.json"  # in a recipe's plans folder
 PROBE_PLAN_LOG = "logs/{recipe}/probe-c{conc}.plan.log"
 POINT_LOG = "logs/{recipe}/c{conc}.snakemake.log"
 REHEARSAL_POINT_LOG = "logs/rehearsal/{recipe}/c{conc}.snakemake.log"
-CAPACITY = "results/{recipe}/capacity.json"
-CAPACITY_PLOT = "results/{recipe}/capacity.png"
+CAPACITY_FILE, CAPACITY_PLOT_FILE = "capacity.json", "capacity.png"  # in a recipe's results folder
+CAPACITY = f"results/{{recipe}}/{CAPACITY_FILE}"
+CAPACITY_PLOT = f"results/{{recipe}}/{CAPACITY_PLOT_FILE}"
 CAPACITY_SETTINGS = ".plans/capacity/{recipe}.json"
 CAPACITY_LOG = "logs/{recipe}/capacity.log"
 SMOKE = "results/{recipe}/smoke.json"
@@ -65,15 +67,35 @@ WAITING_DIR = "waiting"  # the points attached to a stack, one file per pid
 KEPT_ACROSS_RESTARTS = frozenset(
     {KEEPER_LOCK, TURN_LOCK, JOB_LOG, KEEPER_DRIVER_LOG, KEEPER_LOG, SERVED_FILE, OWNER_FILE, HOLD_SCRIPT, WAITING_DIR}
 )
-# the render side's caches (safe to delete)
-YAML_CACHE = ".snakemake/servesweep/recipes-parsed.json"
-MEMO_FILE = ".snakemake/servesweep/rendered.json"
+# the workflow's own state beside Snakemake's: the render side's caches (safe to delete) and the main
+# processes' heartbeats (contract/heartbeat)
+STATE_DIR = ".snakemake/servesweep"
+YAML_CACHE = f"{STATE_DIR}/recipes-parsed.json"
+MEMO_FILE = f"{STATE_DIR}/rendered.json"
+HEARTBEAT_DIR = f"{STATE_DIR}/heartbeats"
+# in schemas/: what a point's result (and a capacity probe's) must match
+RESULT_SCHEMA_FILE = "result.schema.yaml"
+# a stack's TLS material, in its run dir (run/credentials): what processes are given, and what making
+# it leaves nowhere (the CA's key, the signing request, the extensions file are deleted at once)
+TLS_DIR, TLS_CA, TLS_CERT, TLS_KEY = "tls", "ca.pem", "node.pem", "node.key"
+TLS_CA_KEY, TLS_REQUEST, TLS_EXTENSIONS = "ca.key", "node.csr", "ext.cnf"
 SOURCE_FILE = "source.json"  # beside a recipe's plans: what they were rendered from (workflow/why)
 POINT_TARGET = re.compile(r"results/(?P<recipe>[^/\s]+)/c(?P<conc>[0-9]+)\.json")  # a point's result, as a target
 CAPACITY_TARGET = re.compile(r"results/(?P<recipe>[^/\s]+)/capacity\.json")  # a recipe's capacity, as a target
 
 
 RECIPE_FILE_TARGET = re.compile(r"results/(?:rehearsal/)?(?P<recipe>[^/]+)/[^/]+")  # any file of one recipe
+
+
+POINT_FILE = re.compile(r"c(?P<conc>[0-9]+)\.json")  # a point's result or plan, in its recipe's folder
+
+
+def point_files(folder: Path | str, every_recipe: bool = False) -> list[tuple[int, Path]]:
+    """The point files (``c<conc>.json``: results or plans) in a recipe's folder, or with ``every_recipe``
+    in each recipe folder under ``folder``, with their concurrency, in name order. ``capacity.json``
+    and a moved-aside ``c4.json.unreadable-1`` are no point's (``c*.json`` alone would take the first)."""
+    found = sorted(Path(folder).glob("*/c*.json" if every_recipe else "c*.json"))
+    return [(int(m.group("conc")), p) for p in found if (m := POINT_FILE.fullmatch(p.name))]
 
 
 def recipe_of_target(target: str) -> str | None:
@@ -84,7 +106,7 @@ def recipe_of_target(target: str) -> str | None:
 
 def check_log_dir(recipe: str, check: str) -> Path:
     """A check's own logs (``smoke`` or ``eval-<benchmark>``; its stack's are the stack's)."""
-    return Path("logs") / recipe / check
+    return LOGS / recipe / check
 
 
 def eval_file(recipe: str, benchmark: str) -> str:
@@ -153,7 +175,7 @@ def capacity_plot_file(recipe: str) -> str:
 
 
 def logs_dir(recipe: str, rehearsal: bool = False) -> Path:
-    return Path("logs") / _sub(rehearsal) / recipe
+    return LOGS / _sub(rehearsal) / recipe
 
 
 def run_dir(recipe: str, conc: int, rehearsal: bool = False) -> Path:
@@ -164,7 +186,7 @@ def run_dir(recipe: str, conc: int, rehearsal: bool = False) -> Path:
 def stacks_dir(server: str, rehearsal: bool = False) -> Path:
     """The warm stacks of one server identity (shared by every recipe that has it): one directory
     per stack (state, keeper, process logs)."""
-    return Path("logs") / _sub(rehearsal) / "stacks" / server
+    return LOGS / _sub(rehearsal) / "stacks" / server
 
 
 def plots_dir(rehearsal: bool = False) -> Path:

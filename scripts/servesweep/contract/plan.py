@@ -32,10 +32,9 @@ RUNTIME_REF = re.compile(rf"\{{({'|'.join(REF_KINDS)}):([A-Za-z0-9_.-]+)\}}|\{{(
 USER_REF_NAMES = ("job_id", "run_dir")  # the ones a recipe may write too
 CONTROL_ROLES = ("etcd", "nats", "kvstore")  # started first, on node 0; every other process needs them
 ENGINE_ROLES = ("agg", "prefill", "decode")
-# A stack's TLS files, in its run dir (run/credentials makes them; render names them in argv/env),
-# and the stack references (``{"from_stack": name}``) that hand a process one of them as PEM text.
-TLS_DIR, TLS_CA, TLS_CERT, TLS_KEY = "tls", "ca.pem", "node.pem", "node.key"
-TLS_PEM_REFS = {"tls_ca_pem": TLS_CA, "tls_cert_pem": TLS_CERT, "tls_key_pem": TLS_KEY}
+# The stack references (``{"from_stack": name}``) that hand a process one of the stack's TLS files
+# (paths.TLS_*: run/credentials makes them; render names them in argv/env) as PEM text.
+TLS_PEM_REFS = {"tls_ca_pem": paths.TLS_CA, "tls_cert_pem": paths.TLS_CERT, "tls_key_pem": paths.TLS_KEY}
 PREAMBLE_SCRIPT = "{run_dir}/preamble.py"  # run/preamble.py, copied there: argv[1] of a process it wraps
 REPEAT_COOLDOWN_S = 5  # aiperf's --profile-run-cooldown-seconds between a point's repeats
 
@@ -331,19 +330,24 @@ def load_plan(path: Path) -> Plan:
     return Plan.from_json(doc)
 
 
+# The Slurm executor plugin's resource -> its value from a plan's resources (batch-step geometry
+# applied, ``runtime_min`` the job's limit). The one mapping: the plugin's jobs (its keys are what a
+# rule declares, workflow/rulekit) and a held stack's own sbatch (:func:`sbatch_args`, run/held).
+_SLURM_RESOURCES = {
+    "nodes": lambda res: res["nodes"],
+    "tasks": lambda res: res["tasks"],
+    "cpus_per_task": lambda res: res["cpus_per_task"],
+    "mem_mb": lambda res: res["mem_mb"],
+    "runtime": lambda res: res["runtime_min"],
+    "gres": lambda res: f"gpu:{res['gpus_per_node']}" if res["gpus_per_node"] else "",
+    "slurm_extra": lambda res: "--exclusive" if res["exclusive"] else "",
+}
+SLURM_RESOURCE_KEYS = tuple(_SLURM_RESOURCES)
+
+
 def slurm_resources(res: dict) -> dict:
-    """A job's resources in the Slurm executor plugin's names, from a plan's resources (batch-step
-    geometry applied, ``runtime_min`` the job's limit). The one mapping: the plugin's jobs
-    (rules/common.smk) and a held stack's own sbatch (:func:`sbatch_args`, run/held) both use it."""
-    return {
-        "nodes": res["nodes"],
-        "tasks": res["tasks"],
-        "cpus_per_task": res["cpus_per_task"],
-        "mem_mb": res["mem_mb"],
-        "runtime": res["runtime_min"],
-        "gres": f"gpu:{res['gpus_per_node']}" if res["gpus_per_node"] else "",
-        "slurm_extra": "--exclusive" if res["exclusive"] else "",
-    }
+    """A job's resources in the Slurm executor plugin's names (``_SLURM_RESOURCES``)."""
+    return {key: value(res) for key, value in _SLURM_RESOURCES.items()}
 
 
 def sbatch_args(r: dict) -> list[str]:

@@ -1,9 +1,8 @@
 """Which stack a server identity's next point joins: ``logs/stacks/<server>/current.json``, and the
 states a warm stack goes through (the one state machine: ``run/stackdir`` enforces it).
 
-Written and read by run (``run/curve``, ``run/held``, under ``run/stackdir``'s registry lock); read
-by render for one question only: is a held stack lingering for these servers, so that their points
-should run on it rather than in a group job of their own (``workflow/shared_stacks``).
+Written and read by the run side only (``run/curve``, ``run/held``, ``run/heldstep``, under
+``run/stackdir``'s registry lock); render and workflow never read it.
 """
 
 from __future__ import annotations

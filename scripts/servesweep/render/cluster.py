@@ -13,7 +13,6 @@ from pathlib import Path, PurePosixPath
 
 from ..fileio.errors import InputError, Problem
 from ..fileio.yamlio import load_yaml, schema_problems
-from . import kinds
 from .ports import PORT_LIMIT
 
 PACKAGE_PROFILES = Path(__file__).resolve().parents[3] / "profiles"
@@ -123,15 +122,14 @@ def _from_doc(doc: dict, source: str) -> Cluster:
 
 
 def load_cluster_file(path: Path, label: str | None = None) -> Cluster:
+    """One cluster's facts, shape-checked; its ``engine_pythons`` keys are the kinds' to check
+    (kinds.engine_python_problems, asked by render/recipe.load_recipes: the kinds sit above this module)."""
     label = label or str(path)
     doc, problems = load_yaml(path, label)
     if not problems:
         problems = schema_problems(doc, "cluster.schema.yaml", label)
     if problems:
         raise InputError(problems)
-    unknown = [(k, why) for k in (doc.get("engine_pythons") or {}) if (why := kinds.unknown(k))]
-    if unknown:
-        raise InputError([Problem(label, f"engine_pythons.{k}", why) for k, why in unknown])
     c = _from_doc(doc, label)
     top = c.port_base + c.port_slots * c.port_block
     if top > PORT_LIMIT:

@@ -14,10 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..contract.plan import TLS_CA, TLS_CERT, TLS_DIR, TLS_KEY, TLS_PEM_REFS, PortBlock
+from ..contract.paths import TLS_CA, TLS_CERT, TLS_DIR, TLS_KEY
+from ..contract.plan import TLS_PEM_REFS, PortBlock
 from .ports import PortAllocator
 
-if TYPE_CHECKING:  # the kinds import this module; topology imports the cluster facts, which ask the kinds
+if TYPE_CHECKING:  # for annotations only
     from .topology import Slot
 
 

@@ -368,10 +368,10 @@ def load_recipes(
     cache: ParseCache | None = None,
     verdicts=None,
 ) -> tuple[list[Recipe], list[Problem]]:
-    """Load every file, check names unique and clusters known; collect all problems. ``verdicts``
-    (workflow/memo): a document found valid before, under the same label, cluster facts and code, is
-    not checked again."""
-    recipes, problems, seen = [], [], {}
+    """Load every file, check names unique and clusters known (and their engine_pythons keys kinds);
+    collect all problems. ``verdicts`` (workflow/memo): a document found valid before, under the same
+    label, cluster facts and code, is not checked again."""
+    recipes, problems, seen = [], kinds.engine_python_problems(clusters.values()), {}
     for p in paths:
         label = str(p.relative_to(root)) if root and p.is_absolute() and p.is_relative_to(root) else str(p)
         try:

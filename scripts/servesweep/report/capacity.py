@@ -10,7 +10,8 @@ from tabulate import tabulate
 
 from ..capacity.search import Bounds, decide
 from ..capacity.slo import slo_verdicts
-from ..contract.figures import BY_NAME
+from ..contract import paths
+from ..contract.figures import BY_NAME, gpu_hours
 from ..fileio.encode import canonical
 from ..fileio.errors import InputError, Problem
 from ..fileio.files import write_if_changed
@@ -44,7 +45,7 @@ def _gpu_hours(doc: dict) -> float | None:
         return None
     stack = ident.get("stack") or {}
     startup = (stack.get("startup_s") or 0.0) if stack.get("position") == 1 else 0.0
-    return ident["topology"]["gpus"] * (bench + startup) / 3600
+    return gpu_hours(ident["topology"]["gpus"], bench + startup)
 
 
 def capacity_doc(settings: dict, results: list[str]) -> dict:
@@ -52,7 +53,7 @@ def capacity_doc(settings: dict, results: list[str]) -> dict:
     bounds, slo = Bounds.of(settings["bounds"]), settings["slo"]
     rows = []
     for path in results:
-        doc, why = checked_json(path, "result.schema.yaml")
+        doc, why = checked_json(path, paths.RESULT_SCHEMA_FILE)
         if doc is None:
             raise InputError([Problem(path, "", f"a probe's result is unusable: {why}; delete it to rerun the probe")])
         if doc["identity"]["recipe"] != settings["recipe"]:
@@ -186,7 +187,7 @@ def capacity_section(docs: list[dict], base: list[dict] | None) -> list[str]:
         return []
     parts = ["", "## Capacity at SLO", "", tabulate(capacity_rows(docs), CAPACITY_HEADERS, **TABLE)]
     for d in sorted(docs, key=lambda d: d["recipe"]):
-        parts += ["", f"![capacity of {d['recipe']}]({d['recipe']}/capacity.png)"]
+        parts += ["", f"![capacity of {d['recipe']}]({d['recipe']}/{paths.CAPACITY_PLOT_FILE})"]
     if base is not None:
         rows = capacity_deltas(docs, base)
         headers = ["recipe", "baseline capacity", "capacity", "change", "total tok/s/GPU at capacity"]

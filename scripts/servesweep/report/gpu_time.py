@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 from tabulate import tabulate
 
+from ..contract.figures import gpu_hours
 from ..fileio.files import read_json_object
 from .fmt import num
 
@@ -69,7 +70,7 @@ def stack_rows(df: pd.DataFrame) -> list[list]:
     for stack, recipes, n, gpus, startup, bench, idle, linger, all_startups, unreset, _ in _stacks(df):
 
         def h(seconds, gpus=gpus):
-            return num(gpus * seconds / 3600, 3)
+            return num(gpu_hours(gpus, seconds), 3)
 
         mark = f" {UNRESET}" if unreset else ""
         rows.append([
@@ -82,7 +83,7 @@ def stack_rows(df: pd.DataFrame) -> list[list]:
 def spent_since(df: pd.DataFrame, since: float) -> tuple[float, int]:
     """(GPU-hours, stacks) of the stacks whose first point started at or after ``since`` (epoch s)."""
     spent = [
-        gpus * (startup + bench + idle + linger) / 3600
+        gpu_hours(gpus, startup + bench + idle + linger)
         for _, _, _, gpus, startup, bench, idle, linger, _, _, first in _stacks(df)
         if first >= since
     ]

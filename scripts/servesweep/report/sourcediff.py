@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 SOURCE_SCHEMA = "servesweep.source/1"
-# recipe fields that never change a point's measurement (the README's "What an edit reruns")
+# recipe fields that never change a point's measurement (docs/recipes.md, "What an edit reruns")
 REPORTING_FIELDS = {"description": "descriptive", "slo": "summary only", "capacity": "capacity rule only"}
 SWEEP_FIELDS = ("concurrency", "clusters", "name")  # which points exist, not how one is measured
 CUT = 3  # differences shown per line before "… and N more"

@@ -115,7 +115,7 @@ def load_results(files: list[Path], slos: dict, unreadable: list | None = None) 
     not a valid result is left out, named with its reason in ``unreadable`` and on stderr."""
     rows = []
     for p in files:
-        doc, why = checked_json(p, "result.schema.yaml")
+        doc, why = checked_json(p, paths.RESULT_SCHEMA_FILE)
         if doc is None:
             print(f"servesweep: {p}: left out of the summary: {why}", file=sys.stderr)
             (unreadable if unreadable is not None else []).append([str(p), why])
@@ -339,7 +339,7 @@ def build_summary(
             parts += ["", f"## Scenario `{scen}`", "", scenario_table(sdf, md_dir), ""]
             parts += [f"![{f}](plots/{f})" for f in made.get(scen, [])]
         parts += _best_section(df)
-    base_caps = load_capacities(sorted(Path(baseline).glob("*/capacity.json"))) if baseline else None
+    base_caps = load_capacities(sorted(Path(baseline).glob(f"*/{paths.CAPACITY_FILE}"))) if baseline else None
     caps = load_capacities(list(capacities))
     parts += capacity_section(caps, base_caps)
     parts += tuning_section(df, sel.get("sweeps") or {}, caps, md_dir / "plots", root)
@@ -353,7 +353,7 @@ def build_summary(
     else:
         parts.append("None: every selected point has a result.")
     if baseline:
-        base_files = sorted(p for p in Path(baseline).glob("*/c*.json") if p.stem[1:].isdigit())
+        base_files = [p for _, p in paths.point_files(baseline, every_recipe=True)]
         base = load_results(base_files, slos) if base_files else pd.DataFrame()
         parts += ["", f"## Against baseline `{baseline}`", ""]
         parts.append(baseline_table(df, base) if len(base) and len(df) else "_Baseline has no results._")

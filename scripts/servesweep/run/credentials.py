@@ -21,7 +21,8 @@ import subprocess
 from pathlib import Path
 
 from ..contract import paths
-from ..contract.plan import TLS_CA, TLS_CERT, TLS_DIR, TLS_KEY, TLS_PEM_REFS, Plan
+from ..contract.paths import TLS_CA, TLS_CA_KEY, TLS_CERT, TLS_DIR, TLS_EXTENSIONS, TLS_KEY, TLS_REQUEST
+from ..contract.plan import TLS_PEM_REFS, Plan
 
 KINDS = ("nats_password",)
 NATS_CONFIG = "nats-auth.conf"
@@ -76,19 +77,20 @@ def make_tls(run_dir: Path, addrs: list[str]) -> None:
             sans.append(f"IP:{ipaddress.ip_address(a)}")
         except ValueError:
             sans.append(f"DNS:{a}")
-    (d / "ext.cnf").write_text(
+    ext, csr = d / TLS_EXTENSIONS, str(d / TLS_REQUEST)
+    ext.write_text(
         f"subjectAltName={','.join(sans)}\nextendedKeyUsage=serverAuth,clientAuth\nbasicConstraints=CA:FALSE\n"
     )
-    ca, key = str(d / TLS_CA), str(d / "ca.key")
+    ca, key = str(d / TLS_CA), str(d / TLS_CA_KEY)
     _openssl("req", "-x509", *_EC, "-keyout", key, "-out", ca, "-days", "30", "-subj", "/CN=servesweep stack CA")
-    _openssl("req", *_EC, "-keyout", str(d / TLS_KEY), "-out", str(d / "node.csr"), "-subj", "/CN=servesweep stack")
+    _openssl("req", *_EC, "-keyout", str(d / TLS_KEY), "-out", csr, "-subj", "/CN=servesweep stack")
     serial = str(secrets.randbits(63))
     _openssl(
-        "x509", "-req", "-in", str(d / "node.csr"), "-CA", ca, "-CAkey", key, "-set_serial", serial,
-        "-out", str(d / TLS_CERT), "-days", "30", "-extfile", str(d / "ext.cnf"),
+        "x509", "-req", "-in", csr, "-CA", ca, "-CAkey", key, "-set_serial", serial,
+        "-out", str(d / TLS_CERT), "-days", "30", "-extfile", str(ext),
     )  # fmt: skip
-    for leftover in ("ca.key", "node.csr", "ext.cnf"):
-        (d / leftover).unlink()
+    for leftover in (key, csr, ext):
+        Path(leftover).unlink()
     os.chmod(d / TLS_KEY, 0o600)
 
 

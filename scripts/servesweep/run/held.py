@@ -15,7 +15,7 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..contract import paths
@@ -45,7 +45,7 @@ class HoldRequest:
     exclusive: bool
     cpus_per_task: int
     mem_mb: int
-    time_min: int
+    runtime_min: int
     partition: str | None = None
     account: str | None = None
 
@@ -54,25 +54,11 @@ class HoldRequest:
         res = batch_step_tasks(plan.resources)
         points_s = hint.points_s or hint.expected * res["point_s"]
         minutes = math.ceil((res["startup_s"] + points_s + hint.linger_s + HOLD_MARGIN_S) / 60)
-        shape = (
-            res["nodes"],
-            res["tasks"],
-            res["gpus_per_node"],
-            res["exclusive"],
-            res["cpus_per_task"],
-            res["mem_mb"],
-        )
-        return cls(*shape, minutes, partition, account)
+        shape = {k: res[k] for k in ("nodes", "tasks", "gpus_per_node", "exclusive", "cpus_per_task", "mem_mb")}
+        return cls(**shape, runtime_min=minutes, partition=partition, account=account)
 
     def sbatch_options(self) -> list[str]:
-        shape = {
-            "nodes": self.nodes,
-            "tasks": self.tasks,
-            "gpus_per_node": self.gpus_per_node,
-            "exclusive": self.exclusive,
-        }
-        shape |= {"cpus_per_task": self.cpus_per_task, "mem_mb": self.mem_mb, "runtime_min": self.time_min}
-        out = sbatch_args(slurm_resources(shape))
+        out = sbatch_args(slurm_resources(asdict(self)))
         out += [f"--partition={self.partition}"] if self.partition else []
         return out + ([f"--account={self.account}"] if self.account else [])
 

@@ -17,13 +17,12 @@ from pathlib import Path
 from ..contract import paths
 from ..contract.plan import Plan
 from ..contract.stack_registry import Current
-from ..fileio.errors import plain_text
 from ..fileio.yamlio import checked_json
 from .curve import curve_state
-from .driver import default_log_dir, keep_earlier_attempt
-from .driver_io import Say, now, private_plan
+from .driver import default_log_dir, keep_earlier_attempt, record_failure
+from .driver_io import Say, private_plan
 from .held import HeldFailed, HeldStack, HoldRequest
-from .slurm import AllocationError
+from .slurm import AllocationError, srun_step
 from .slurmjob import infrastructure_end, job, restarts, settled
 from .stackdir import StackDir, State
 
@@ -35,7 +34,7 @@ def run_held_point(plan_path: Path, result_path: Path, partition: str | None, ac
     driver, name = ["run-point", str(plan_path), str(result_path)], f"c{plan.concurrency}"
     held = _held_stack(plan, plan_path, result_path, name, partition, account)
     order = f"0+{plan.recipe}+{plan.concurrency:09d}"  # a stack's points in ascending concurrency
-    return _run_as_step(held, driver, (name, order), "result.schema.yaml", record=True)
+    return _run_as_step(held, driver, (name, order), paths.RESULT_SCHEMA_FILE, record=True)
 
 
 def run_held_check(check: str, plan_path: Path, inputs: Path, out_path: Path, partition, account) -> int:
@@ -163,9 +162,7 @@ def _written(plan: Plan, path: Path, since: float, schema: str) -> bool:
 
 
 def _step_argv(cur: Current, host: str, driver: list[str], name: str) -> list[str]:
-    step = ["srun", f"--jobid={cur.job}", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={host}"]
-    step += ["--kill-on-bad-exit=1", f"--job-name=servesweep-{name}", "--export=ALL"]
-    return [*step, sys.executable, "-m", "servesweep", *driver, "--join", str(cur.dir)]
+    return [*srun_step(host, name, job=cur.job), sys.executable, "-m", "servesweep", *driver, "--join", str(cur.dir)]
 
 
 def _add_failure(plan: Plan, reason: str, fresh: bool = False) -> None:
@@ -182,8 +179,4 @@ def _add_failure(plan: Plan, reason: str, fresh: bool = False) -> None:
     if isinstance(earlier, str) and reason in earlier:
         return
     run_dir.mkdir(parents=True, exist_ok=True)
-    full = reason + (f" ({earlier})" if isinstance(earlier, str) and earlier else "")
-    doc = {"time": now(), "reason": plain_text(full), "logs": str(run_dir)}
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, indent=1) + "\n")
-    tmp.replace(path)
+    record_failure(run_dir, reason + (f" ({earlier})" if isinstance(earlier, str) and earlier else ""))

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..contract.figures import PER_GPU, per_gpu
+from ..contract.paths import RESULT_SCHEMA_FILE
 from ..contract.plan import Plan
 from ..fileio.encode import canonical
 from ..fileio.files import write_if_changed
@@ -268,16 +269,14 @@ def _cancelled_reasons(plan: Plan, f: dict) -> list[str]:
 
 
 def validate_result(doc: dict) -> list[str]:
-    return [
-        f"{'.'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}"
-        for e in schema_errors(doc, "result.schema.yaml")
-    ]
+    errors = schema_errors(doc, RESULT_SCHEMA_FILE)
+    return [f"{'.'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}" for e in errors]
 
 
 def write_result(path: Path, doc: dict) -> None:
     problems = validate_result(doc)
     if problems:
-        raise ValueError("result does not match schemas/result.schema.yaml: " + "; ".join(problems[:5]))
+        raise ValueError(f"result does not match schemas/{RESULT_SCHEMA_FILE}: " + "; ".join(problems[:5]))
     write_if_changed(path, canonical(doc))
 
 

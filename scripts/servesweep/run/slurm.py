@@ -50,3 +50,10 @@ def current_allocation() -> Allocation:
     if not names:
         raise AllocationError(f"job {job_id} has no nodes")
     return Allocation(job_id, names, [node_addr(n) for n in names])
+
+
+def srun_step(host: str, name: str, job: str | None = None) -> list[str]:
+    """The srun prefix of one step on ``host``, beside the job's other steps (``--overlap``), ended
+    with them if it fails; ``job``: in that job, from outside it (a held stack's points)."""
+    step = ["srun", *([f"--jobid={job}"] if job else []), "--overlap", "--nodes=1", "--ntasks=1"]
+    return step + [f"--nodelist={host}", "--kill-on-bad-exit=1", f"--job-name=servesweep-{name}", "--export=ALL"]

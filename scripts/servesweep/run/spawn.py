@@ -21,6 +21,7 @@ import psutil
 
 from ..contract.plan import RUNTIME_REF, Process, without_secrets
 from ..fileio.errors import plain_text
+from .slurm import srun_step
 
 REF = RUNTIME_REF
 # Runs first in every srun step (a constant script; the process argv follows
@@ -228,8 +229,7 @@ class SrunSpawner(LocalSpawner):
 
     def command(self, proc: Process, argv: list[str], ctx: Context) -> list[str]:
         host = ctx.node_names[proc.node]
-        cmd = ["srun", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={host}", "--kill-on-bad-exit=1"]
-        cmd += [f"--job-name=servesweep-{proc.name}", "--export=ALL"]
+        cmd = srun_step(host, proc.name)
         if self.container and self.container["runtime"] == "bwrap":
             return cmd + STEP_WRAPPER + bwrap_prefix(self.container, ctx, proc.name) + argv
         if self.container:

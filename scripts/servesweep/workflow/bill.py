@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from ..contract.figures import gpu_hours
 from ..contract.paths import result_file
 from ..fileio.errors import InputError, Problem
 from .selection import CHECK_S
@@ -40,7 +41,7 @@ class StackBill:
 
     def _hours(self, points_s: float) -> float:
         held_s = self.allocations * self.startup_s + points_s + self.probes_s + self.checks_s + self.linger_s
-        return self.gpus * held_s / 3600
+        return gpu_hours(self.gpus, held_s)
 
     @property
     def gpu_h(self) -> float:

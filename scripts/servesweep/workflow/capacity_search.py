@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from ..capacity.search import Bounds, Decision, decide, describe, probe_met, probes_left_at_most
+from ..contract import paths
 from .index import PointIndex
 
 
@@ -43,10 +44,9 @@ class CapacitySearches:
     def known(self, recipe: str) -> dict[int, bool]:
         """Concurrency -> met the SLO, for every current result inside the bounds."""
         bounds, slo, out = self.bounds(recipe), self.index.recipes[recipe].doc["slo"], {}
-        for path in (self.index.root / "results" / recipe).glob("c*.json"):
-            if not path.stem[1:].isdigit() or int(path.stem[1:]) not in bounds:
+        for conc, path in paths.point_files(self.index.root / paths.RESULTS / recipe):
+            if conc not in bounds:
                 continue
-            conc = int(path.stem[1:])
             doc = self._read(path)
             if doc and doc["identity"].get("plan_fingerprint") == self.index.facts(recipe, conc).plan:
                 out[conc] = probe_met(doc, slo)

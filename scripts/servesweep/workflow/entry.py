@@ -103,7 +103,7 @@ class SubmittedPlans:
 
     def smoke_point(self, recipe: str) -> int:
         """As the main process chose it: the lowest concurrency with a submitted plan."""
-        concs = [int(p.stem[1:]) for p in (self.root / plan_file(recipe, 1)).parent.glob("c*.json")]
+        concs = [conc for conc, _ in paths.point_files((self.root / plan_file(recipe, 1)).parent)]
         return min(concs, default=1)
 
     evals: list = []  # the main process asks for them
@@ -157,10 +157,11 @@ def _typed_config_problems(config: dict) -> list[Problem]:
     if "baseline" in config:
         base = Path(str(config["baseline"]))
         looks = base.is_dir() and not base.is_symlink() and (
-            (base / paths.SUMMARY_CSV.name).is_file() or any(base.glob("*/c*.json"))
+            (base / paths.SUMMARY_CSV.name).is_file() or paths.point_files(base, every_recipe=True)
         )  # fmt: skip
         if not looks:
-            reason = f"{str(base)[:200]!r} is not a results folder (no summary.csv, no <recipe>/c<conc>.json)"
+            csv = paths.SUMMARY_CSV.name
+            reason = f"{str(base)[:200]!r} is not a results folder (no {csv}, no <recipe>/c<conc>.json)"
             out.append(Problem("--config", "baseline", reason))
     names = [r for r in str(config.get("recipes", "")).split(",") if r]
     twice = sorted({n for n in names if names.count(n) > 1})

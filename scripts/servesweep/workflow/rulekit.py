@@ -14,10 +14,8 @@ from snakemake.exceptions import WorkflowError
 from snakemake.io import report
 
 from ..contract import paths
-from ..contract.plan import slurm_resources
+from ..contract.plan import SLURM_RESOURCE_KEYS, slurm_resources
 from .smk import wildcards_only
-
-RESOURCE_KEYS = ("tasks", "nodes", "gres", "runtime", "cpus_per_task", "mem_mb", "slurm_extra")
 
 
 def config_flag(config: dict, key: str) -> bool:
@@ -53,7 +51,7 @@ class RuleKit:
         # mpi: the jobstep plugin then runs the driver in the batch step instead of an srun step of its
         # own, so a curve's stack keeper lives as long as the job, across the points of the group.
         # tasks_per_gpu=0: else the plugin turns `tasks` into --ntasks-per-gpu
-        return dict(mpi="direct", tasks_per_gpu=0, **{k: pick(k) for k in RESOURCE_KEYS})
+        return dict(mpi="direct", tasks_per_gpu=0, **{k: pick(k) for k in SLURM_RESOURCE_KEYS})
 
     def _present(self, files: list[str]) -> list[str]:
         """--config partial=1: only the files there (the summary lists the others as missing)."""

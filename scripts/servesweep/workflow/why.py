@@ -41,7 +41,7 @@ def source_doc(recipe: Recipe, cluster: Cluster, rehearsal: bool, curve_fingerpr
 def read_result(path: Path) -> tuple[dict | None, str | None]:
     """(result document, None) or (None, why it cannot be trusted: unreadable, not JSON, or not
     matching the result schema)."""
-    return checked_json(path, "result.schema.yaml")
+    return checked_json(path, paths.RESULT_SCHEMA_FILE)
 
 
 def quarantine(root: Path, recipes: list[str], move: bool = True) -> list[str]:
@@ -50,13 +50,13 @@ def quarantine(root: Path, recipes: list[str], move: bool = True) -> list[str]:
     missing and reruns it; a dry run only names it. A symbolic link is neither read nor moved."""
     lines = []
     for name in recipes:
-        folder = root / "results" / name
+        folder = root / paths.RESULTS / name
         if folder.is_symlink():
             lines.append(f"{folder.relative_to(root)}: a symbolic link: never followed; move it away yourself")
             continue
-        for path in sorted(folder.glob("c*.json")):
+        for _, path in paths.point_files(folder):
             rel = path.relative_to(root)
-            if not path.stem[1:].isdigit() or not (path.is_file() or path.is_symlink()):
+            if not (path.is_file() or path.is_symlink()):
                 continue
             if path.is_symlink():
                 lines.append(f"{rel}: a symbolic link: never followed; move it away yourself")

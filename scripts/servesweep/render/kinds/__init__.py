@@ -7,7 +7,9 @@ from __future__ import annotations
 import difflib
 import importlib
 import pkgutil
+from collections.abc import Iterable
 
+from ...fileio.errors import Problem
 from .base import EngineKind
 
 _SKIP = {"base", "dynamo_frontend"}
@@ -42,6 +44,14 @@ def unknown(name: object) -> str | None:
     near = difflib.get_close_matches(str(name), names(), n=1)
     hint = f" (did you mean {near[0]!r}?)" if near else ""
     return f"unknown engine kind {name!r}{hint}; the kinds are the modules of render/kinds: {', '.join(names())}"
+
+
+def engine_python_problems(clusters: Iterable) -> list[Problem]:
+    """Each cluster's ``engine_pythons`` key that names no kind (its file, the field, the likeliest meant
+    kind): a misspelt key would leave that kind on the default python unnoticed."""
+    return [
+        Problem(c.source, f"engine_pythons.{k}", why) for c in clusters for k in c.engine_pythons if (why := unknown(k))
+    ]
 
 
 def distributions() -> list[str]:
