@@ -15,8 +15,8 @@ import psutil
 import yaml
 
 from servesweep.render.cluster import all_clusters
+from servesweep.render.loading import load_recipe
 from servesweep.render.plan import render
-from servesweep.render.recipe import load_recipe
 from servesweep.tools import workcopy
 
 ROOT = Path(__file__).resolve().parents[1]

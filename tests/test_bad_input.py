@@ -11,7 +11,7 @@ import pytest
 
 from servesweep.fileio.errors import InputError
 from servesweep.render.cluster import all_clusters
-from servesweep.render.recipe import load_recipe, load_recipes
+from servesweep.render.loading import load_recipe, load_recipes
 from servesweep.workflow import smk
 
 from bad_inputs import CASES, write_cases

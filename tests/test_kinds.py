@@ -21,8 +21,8 @@ import yaml
 from servesweep.fileio.errors import InputError
 from servesweep.render import kinds
 from servesweep.render.cluster import load_cluster_file
+from servesweep.render.loading import load_recipe, load_recipes
 from servesweep.render.plan import render
-from servesweep.render.recipe import load_recipe, load_recipes
 
 from helpers import CLUSTERS, ROOT, copy_workflow, no_processes_left, snakemake
 
@@ -68,6 +68,8 @@ def _all_plans() -> dict[str, str]:
     out = {}
     for f in files:
         base = load_recipe(f, str(f.relative_to(ROOT)))  # the label as the workflow gives it
+        if "sweep" in base.doc:
+            continue  # a sweep's plans are its variants' (tests/test_sweeps.py), added after these digests
         for kind in GOLDEN_KINDS:
             doc = copy.deepcopy(base.doc)
             doc["engine"]["kind"] = kind

@@ -13,8 +13,8 @@ import pytest
 
 from servesweep.contract.plan import Plan
 from servesweep.render.cluster import _from_doc
+from servesweep.render.loading import load_recipe
 from servesweep.render.plan import render
-from servesweep.render.recipe import load_recipe
 from servesweep.run import bench
 from servesweep.run.spawn import INHERITED_ENV, Context
 from servesweep.tools import traces

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from servesweep.contract.plan import REPEAT_COOLDOWN_S, Plan
+from servesweep.render.loading import load_recipe
 from servesweep.render.plan import render
-from servesweep.render.recipe import Recipe, load_recipe
+from servesweep.render.recipe import Recipe
 from servesweep.run import bench, prefix, repeats, result, server_export
 
 from helpers import CLUSTERS, ROOT, plan_of

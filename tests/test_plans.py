@@ -250,7 +250,8 @@ def test_every_port_of_every_slot_stays_below_32768(rehearsal):
 
 
 def test_file_discovery_across_nodes_is_refused():
-    from servesweep.render.recipe import cluster_problems, load_recipe
+    from servesweep.render.loading import load_recipe
+    from servesweep.render.recipe import cluster_problems
 
     r = load_recipe(ROOT / "recipes" / "dsv4-pro-gb300-1p1d-pdep8-ddep8-mtp.yaml")
     r.doc["control_plane"] = {"discovery": "file"}
@@ -262,8 +263,8 @@ def test_file_discovery_across_nodes_is_refused():
 def test_no_binding_coincides_for_any_recipe_on_any_cluster(rehearsal):
     """The render-time check, over every shipped recipe and each cluster it names."""
     from servesweep.contract.plan import Plan
+    from servesweep.render.loading import load_recipe
     from servesweep.render.ports import binding_collisions
-    from servesweep.render.recipe import load_recipe
 
     for f in sorted((ROOT / "recipes").glob("*.yaml")):
         for cluster in load_recipe(f).clusters:

@@ -14,8 +14,8 @@ import yaml
 
 from servesweep.contract import heartbeat
 from servesweep.contract.paths import curve_file, plan_file
+from servesweep.render.loading import load_recipe
 from servesweep.render.plan import render
-from servesweep.render.recipe import load_recipe
 from servesweep.workflow.selection import Selection
 from servesweep.workflow.writer import Workflow
 

@@ -9,7 +9,7 @@ import re
 import pytest
 import yaml
 
-from servesweep.render.recipe import load_recipes
+from servesweep.render.loading import load_recipes
 from servesweep.report.tuning import Standing, ranking, verdict_line
 from servesweep.tools.samples import result_doc
 from servesweep.workflow.halving import Screened, decide

@@ -18,7 +18,7 @@ def _recipe_files(files: list[str]) -> list[Path]:
 
 def cmd_validate(a) -> int:
     from .render.cluster import all_clusters
-    from .render.recipe import load_recipes
+    from .render.loading import load_recipes
 
     clusters = all_clusters()
     if a.cluster and a.cluster not in clusters:
@@ -57,8 +57,8 @@ def cmd_plan(a) -> int:
     from .fileio.encode import pretty
     from .fileio.files import write_if_changed
     from .render.cluster import all_clusters
+    from .render.loading import load_recipes
     from .render.plan import render, render_point
-    from .render.recipe import load_recipes
 
     clusters = all_clusters()
     recipes, problems = load_recipes([Path(a.recipe)], clusters, a.cluster)

@@ -25,6 +25,7 @@ RESERVED_NAMES = frozenset(
 
 # rule patterns
 RESULT = "results/{recipe}/c{conc}.json"
+SCREEN = "screen"  # a halving sweep's screen of a variant: recipe '<variant>.screen', results/<variant>.screen/
 REHEARSAL_RESULT = "results/rehearsal/{recipe}/c{conc}.json"
 PLAN = ".plans/{recipe}/c{conc}.json"
 # a capacity probe outside the recipe's concurrencies, decided mid-run: its plan is a job's output

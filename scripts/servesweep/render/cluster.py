@@ -123,7 +123,7 @@ def _from_doc(doc: dict, source: str) -> Cluster:
 
 def load_cluster_file(path: Path, label: str | None = None) -> Cluster:
     """One cluster's facts, shape-checked; its ``engine_pythons`` keys are the kinds' to check
-    (kinds.engine_python_problems, asked by render/recipe.load_recipes: the kinds sit above this module)."""
+    (kinds.engine_python_problems, asked by render/loading.load_recipes: the kinds sit above this module)."""
     label = label or str(path)
     doc, problems = load_yaml(path, label)
     if not problems:

@@ -14,6 +14,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from ..contract import paths
 from ..fileio.errors import Problem
 from .sweep_fields import field_problem, parse_field, set_field
 
@@ -243,7 +244,6 @@ def summary(spec: dict, expansion: Expansion) -> dict:
     }
 
 
-SCREEN = "screen"  # the last name part of a variant's screen: '<variant>.screen'
 HALVING_DEFAULTS = {"keep": 0.25, "screen_share": 0.2}
 MIN_SCREEN_S = 3.0  # a screen shorter than this measures start-up noise, not the setting
 
@@ -253,7 +253,7 @@ def screen_doc(vdoc: dict, halving: dict) -> dict:
     for a share of the benchmark, without capacity search or evals."""
     share = halving.get("screen_share", HALVING_DEFAULTS["screen_share"])
     doc = copy.deepcopy({k: v for k, v in vdoc.items() if k not in ("capacity", "evals", "repeats")})
-    doc["name"] = f"{vdoc['name']}.{SCREEN}"
+    doc["name"] = f"{vdoc['name']}.{paths.SCREEN}"
     doc["concurrency"] = [halving["target"]]
     scen = doc["scenario"]
     if "duration_s" in scen:

@@ -13,7 +13,6 @@ import pandas as pd
 from tabulate import tabulate
 
 from ..contract import paths
-from ..render.sweep import SCREEN
 from .fmt import num
 
 TABLE = {"tablefmt": "github", "disable_numparse": True}
@@ -153,7 +152,7 @@ def verdict_line(leaders: list[Standing], order: list[Standing]) -> str:
 def former_variants(recipe: str, variants: dict, root: Path) -> list[str]:
     """Result folders of this sweep's earlier variants: kept on disk, not selected."""
     found = sorted(p.name for p in (root / paths.RESULTS).glob(f"{recipe}.*") if p.is_dir())
-    return [n for n in found if n not in variants and n.removesuffix(f".{SCREEN}") not in variants]
+    return [n for n in found if n not in variants and n.removesuffix(f".{paths.SCREEN}") not in variants]
 
 
 def tuning_section(df: pd.DataFrame, sweeps: dict, caps: list[dict], plot_dir: Path, root: Path) -> list[str]:

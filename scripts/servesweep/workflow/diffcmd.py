@@ -14,8 +14,8 @@ from pathlib import Path
 from ..contract.plan import plan_source
 from ..fileio.errors import InputError, Problem
 from ..render.cluster import all_clusters
+from ..render.loading import load_recipes
 from ..render.plan import render
-from ..render.recipe import load_recipes
 from ..report.sourcediff import Change, source_changes
 from . import why
 

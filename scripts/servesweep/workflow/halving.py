@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..capacity.slo import slo_verdicts
 from ..contract import figures
-from ..contract.paths import result_file
+from ..contract.paths import RESULT_SCHEMA_FILE, result_file
 from ..fileio.yamlio import checked_json
 from ..render.sweep import HALVING_DEFAULTS
 
@@ -31,7 +31,7 @@ class Screened:
 
 def screened(root: Path, screen, target: int) -> Screened | None:
     """A screen's standing from its result (None: no usable result yet)."""
-    doc, _why = checked_json(root / result_file(screen.name, target), "result.schema.yaml")
+    doc, _why = checked_json(root / result_file(screen.name, target), RESULT_SCHEMA_FILE)
     if doc is None:
         return None
     f, slo = doc["figures"], screen.doc.get("slo") or {}

@@ -16,7 +16,8 @@ from ..contract.plan import Plan, batch_step_tasks
 from ..fileio.errors import InputError, Problem
 from ..fileio.yamlio import ParseCache
 from ..render.cluster import all_clusters
-from ..render.recipe import Recipe, load_recipes
+from ..render.loading import load_recipes
+from ..render.recipe import Recipe
 from . import why
 from .capacity_search import CapacitySearches
 from .engine_args import check_engine_args, pending
