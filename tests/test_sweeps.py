@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 import yaml
@@ -14,7 +15,7 @@ from servesweep.report.tuning import Standing, ranking, verdict_line
 from servesweep.tools.samples import result_doc
 from servesweep.workflow.halving import Screened, decide
 
-from helpers import CLUSTERS, ROOT, copy_workflow, snakemake
+from helpers import CLUSTERS, ROOT, assert_no_strays, copy_workflow, kill_strays, snakemake
 
 BASE = yaml.safe_load((ROOT / "recipes" / "local-tune-mocker.yaml").read_text())
 
@@ -203,3 +204,38 @@ def test_a_sweep_over_its_budget_is_refused_before_anything_runs(tmp_path):
     assert not (wf / "results").exists() or not any((wf / "results").iterdir())
     ok = snakemake(wf, "-n", "results/summary.md")
     assert ok.returncode == 0 and "sweep local-tune-mocker: 3 variant(s)" in ok.stderr
+
+
+@pytest.mark.integration
+def test_a_real_sweep_starts_one_stack_per_server_configuration_and_ranks_its_variants(tmp_path):
+    """4 variants, 2 server configurations (an axis over the client's warm-up shares a stack): 2 engine
+    starts; the summary ranks the variants and draws them."""
+    wf = copy_workflow(tmp_path / "wf", ["local-tune-mocker"])
+    f = wf / "recipes" / "local-tune-mocker.yaml"
+    doc = yaml.safe_load(f.read_text())
+    doc["concurrency"], doc["scenario"]["duration_s"] = [4], 4
+    doc["sweep"]["axes"] = {
+        "seqs": {"field": "engine.args[--max-num-seqs]", "values": [1, 8]},
+        "warm": {"field": "scenario.warmup.requests", "values": [2, 4]},
+    }
+    f.write_text(yaml.safe_dump(doc, sort_keys=False))
+    since = time.time()
+    try:
+        r = snakemake(wf, "results/summary.md", timeout=600)
+        assert r.returncode == 0, r.stderr[-4000:]
+        assert_no_strays(since, wf)
+    finally:
+        kill_strays(since, wf)
+    stacks = {}
+    for seqs in (1, 8):
+        for warm in (2, 4):
+            res = json.loads((wf / f"results/local-tune-mocker.seqs-{seqs}_warm-{warm}/c4.json").read_text())
+            stacks.setdefault(seqs, set()).add(res["identity"]["stack"]["id"])
+    assert all(len(ids) == 1 for ids in stacks.values()) and len(stacks[1] | stacks[8]) == 2, stacks
+    assert (r.stdout + r.stderr).count("stack: starting stack") == 2
+    summary = (wf / "results/summary.md").read_text()
+    part = summary.split("## Tuning `local-tune-mocker`", 1)[1]
+    assert "**Best" in part or "**Tied" in part
+    header = next(ln for ln in part.splitlines() if ln.startswith("| rank"))
+    assert [c.strip() for c in header.split("|")[3:5]] == ["seqs", "warm"]  # the axis values as columns
+    assert (wf / "results/plots/tuning-local-tune-mocker.png").stat().st_size > 0

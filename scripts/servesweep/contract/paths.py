@@ -16,6 +16,7 @@ REHEARSAL_SUMMARY_MD = RESULTS / "rehearsal/summary.md"
 REHEARSAL_SUMMARY_CSV = RESULTS / "rehearsal/summary.csv"
 REHEARSAL_SUMMARY_LOG = "logs/rehearsal/summary.log"
 REPORT = RESULTS / "report.html"
+DEMO_LOG = "logs/demo.log"  # `make demo`: Snakemake's own output, kept off the terminal
 PLANS = ".plans"
 # names the workflow gives its own entries beside the recipes' folders (results/, logs/, .plans/):
 # a recipe of one of these names would share or shadow them

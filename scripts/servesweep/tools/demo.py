@@ -1,7 +1,8 @@
 """`make demo`: the local sweep with one progress line beside Snakemake's own output, then the
 HTML report, and where everything is.
 
-Snakemake's output passes through unchanged; after each point starts or ends one line says
+Snakemake's output goes to its log (``logs/demo.log``); the terminal shows servesweep's own lines
+and errors, and after each point starts or ends one line says
 ``points done / total · current point · elapsed · estimate``. Totals come from Snakemake's job
 table and grow when a capacity search adds a probe.
 """
@@ -16,11 +17,18 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..contract.paths import FAILURE_FILE, POINT_TARGET, REPORT, SUMMARY_MD, plots_dir
+from ..contract.paths import DEMO_LOG, FAILURE_FILE, POINT_TARGET, REPORT, SUMMARY_MD, plots_dir
 
 # what the demo runs: the aggregated mocker miniature, real vLLM on the CPU behind Dynamo's frontend +
 # KV router, and a capacity search (README, "The two commands"); the whole local sweep is one command more
-DEMO_RECIPES = ("local-agg-2x-mocker", "local-agg-2x-dynamo-vllm-cpu", "local-agg-2x-mocker-capacity")
+DEMO_RECIPES = (
+    "local-agg-2x-mocker",
+    "local-agg-2x-dynamo-vllm-cpu",
+    "local-agg-2x-mocker-capacity",
+    "local-tune-mocker",  # a sweep of the mocker's server settings: the summary's tuning table
+)
+# Snakemake's own lines that the terminal shows; every line goes to the demo's log
+_SHOWN = re.compile(r"^(servesweep|\[servesweep\]|Error|RuleException|MissingOutputException|WorkflowError|Exiting)")
 _OUTPUT = re.compile(r"^\s*output: " + POINT_TARGET.pattern)
 _FINISHED = re.compile(r"^Finished jobid: \d+ \(Rule: point\)")
 _STATS = re.compile(r"^point\s+(\d+)\s*$")
@@ -73,12 +81,17 @@ def _clock(seconds: float) -> str:
     return f"{m}m{s:02d}s"
 
 
-def _run(argv: list[str], progress: Progress | None) -> int:
-    """Run a command, passing its output through, with a progress line after each point event."""
+def _run(argv: list[str], progress: Progress | None, log) -> int:
+    """Run a command with all its output in ``log``; the terminal shows servesweep's own lines (a
+    problem's lines under it), errors, and a progress line after each point event."""
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    under = False  # inside a servesweep message's indented lines
     try:
         for line in proc.stdout:
-            sys.stdout.write(line)
+            log.write(line)
+            under = bool(_SHOWN.match(line)) or (under and line.startswith("  "))
+            if under:
+                sys.stdout.write(line)
             if progress is not None and progress.feed(line.rstrip("\n")):
                 print(progress.line(time.monotonic()), flush=True)
         return proc.wait()
@@ -92,13 +105,17 @@ def run_demo(snakemake: str, profile: str = "local") -> int:
     only = ",".join(DEMO_RECIPES)
     target = str(SUMMARY_MD)
     progress = Progress(started_at=time.monotonic())
-    rc = _run([snakemake, "--profile", profile, target, "--config", f"recipes={only}"], progress)
-    if rc != 0:
-        print(f"[servesweep] the sweep failed (exit {rc}); failed points keep logs/<recipe>/c<conc>/{FAILURE_FILE}")
-        return rc
-    print(progress.line(time.monotonic()))
-    rc = _run([snakemake, "--profile", profile, target, "--report", str(REPORT), "--config", f"recipes={only}"], None)
     root = Path.cwd()
+    (root / DEMO_LOG).parent.mkdir(parents=True, exist_ok=True)
+    print(f"[servesweep] Snakemake's own output: {root / DEMO_LOG}")
+    with open(root / DEMO_LOG, "w") as log:
+        rc = _run([snakemake, "--profile", profile, target, "--config", f"recipes={only}"], progress, log)
+        if rc != 0:
+            print(f"[servesweep] the sweep failed (exit {rc}); failed points keep logs/<recipe>/c<conc>/{FAILURE_FILE}")
+            return rc
+        print(progress.line(time.monotonic()))
+        argv = [snakemake, "--profile", profile, target, "--report", str(REPORT), "--config", f"recipes={only}"]
+        rc = _run(argv, None, log)
     print(f"[servesweep] summary: {root / SUMMARY_MD}")
     print(f"[servesweep] plots:   {root / plots_dir()}")
     print(f"[servesweep] report:  {root / REPORT}" + ("" if rc == 0 else f" (not written: snakemake exit {rc})"))
