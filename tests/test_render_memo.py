@@ -169,7 +169,7 @@ def test_other_cluster_facts_or_code_make_another_key(wf, monkeypatch):
 def test_a_valid_recipe_is_not_checked_again_an_invalid_one_always_is(wf, monkeypatch):
     from servesweep.fileio.errors import InputError
     from servesweep.render import cluster as cluster_mod
-    from servesweep.render import recipe as recipe_mod
+    from servesweep.render import loading as recipe_mod
 
     _run(wf)
     checked = []

@@ -144,7 +144,8 @@ def test_profile_name_resolves_and_slurm_dry_run_needs_no_controller(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     assert "results/gemma4-livekit-2tp4-dyn-vllm-prod/c96.json" in r.stdout
     # every point a step of its recipe's held stack: no Slurm job per point, no group job
-    assert r.stdout.count("checkpoint held_point:") == 5 and "group" not in r.stdout, r.stdout[-3000:]
+    # (5 points of the production recipes, and the tuning sweep's 12 variants at c150)
+    assert r.stdout.count("checkpoint held_point:") == 5 + 12 and "group" not in r.stdout, r.stdout[-3000:]
     assert "gres=" not in r.stdout and "nodes=" not in r.stdout
     # the bill before anything is submitted: per stack, from the points' own plans
     res = json.loads((wf / ".plans/gemma4-hgx02-4x-tp2-sglang/c96.json").read_text())["resources"]
