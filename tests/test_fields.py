@@ -27,7 +27,7 @@ DESCRIPTIVE = {
     "stack.linger_s": "how long a stack stays up after a run's last point (the curve file): not what it measures",
     "evals.": "the recipe's accuracy benchmarks: eval targets on its stack with settings of their own (run/evals)",
     "slo.": "the summary's verdicts and the capacity search's pass/fail: results are kept, SLOs re-judged",
-    "sweep.": "the variants a recipe expands into (each its own recipe and plans: tests/test_sweeps.py), their budget and strategy",
+    "sweep.": "the variants a recipe expands into (each its own recipe and plans: tests/test_sweeps.py)",
     "cluster:name": "the cluster's identity (profile/--config cluster=)",
     "cluster:description": "words only",
     "cluster:gpu_type": "recorded with the cluster facts in each result's source",

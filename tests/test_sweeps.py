@@ -239,3 +239,18 @@ def test_a_real_sweep_starts_one_stack_per_server_configuration_and_ranks_its_va
     header = next(ln for ln in part.splitlines() if ln.startswith("| rank"))
     assert [c.strip() for c in header.split("|")[3:5]] == ["seqs", "warm"]  # the axis values as columns
     assert (wf / "results/plots/tuning-local-tune-mocker.png").stat().st_size > 0
+
+
+def test_the_seed_tuning_sweep_dry_runs_on_slurm_as_12_held_stacks_with_its_bill(tmp_path):
+    wf = copy_workflow(tmp_path / "wf", ["gemma4-livekit-tune-c150"])
+    r = snakemake(wf, "-n", "results/summary.md", profile="profiles/slurm-hgx02", timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.count("checkpoint held_point:") == 12
+    said = r.stderr
+    expansion = (
+        r"sweep gemma4-livekit-tune-c150: 12 variant\(s\) .*12 point\(s\) to run on 12 stack\(s\), "
+        r"[0-9.]+ GPU-h expected, [0-9.]+ GPU-h bound \(budget 150 GPU-h\)"
+    )
+    assert re.search(expansion, said), said[-3000:]
+    assert re.search(r"total: 12 allocation\(s\), [0-9.]+ GPU-h expected", said)
+    assert "gemma4-livekit-tune-c150.mnbt-4096_pls-4_layout-4xtp2" in said
