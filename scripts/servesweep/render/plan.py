@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from ..contract.plan import PLAN_SCHEMA, Process
 from ..fileio.encode import digest, encode
 from ..fileio.errors import InputError, Problem
-from . import benchmark, engines, kinds, kvstore, preamble, topology
+from . import benchmark, engines, kinds, kvstore, preamble, pythons, topology
 from .cluster import Cluster
 from .kinds.dynamo_frontend import FRONTEND
 from .plantext import POINT_KEYS, LayoutTexts
@@ -149,7 +149,7 @@ def _effective_recipe(recipe: Recipe, cluster: Cluster, rehearsal: Cluster | Non
     doc = _fill(recipe.doc, cluster.placeholders)  # builds new containers: the recipe stays untouched
     kind = doc["engine"]["kind"]
     image = doc.get("image")
-    python = doc["engine"].get("python") or cluster.python_for(kind)
+    python = pythons.resolve(doc["engine"].get("python"), cluster, kind)
     if rehearsal is not None:
         kind, image, python = kinds.get(kind).rehearsal, None, rehearsal.engine_python
         doc["model"]["path"] = f"{rehearsal.placeholders.get('model_dir', '.cache/models')}/{REHEARSAL_MODEL}"

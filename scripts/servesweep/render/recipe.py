@@ -15,7 +15,7 @@ from ..checks.evalsets import recipe_problems
 from ..contract import paths
 from ..contract.plan import RUNTIME_REF, SECRET_NAME, USER_REF_NAMES
 from ..fileio.errors import Problem
-from . import env_readers, flags, kinds, kvstore, preamble, scenarios, topology
+from . import env_readers, flags, kinds, kvstore, preamble, pythons, scenarios, topology
 from .cluster import Cluster
 from .topology import Role
 
@@ -315,10 +315,13 @@ def _data_path_problems(recipe: Recipe, cluster: Cluster) -> list[Problem]:
     read = {"model.path": recipe.doc["model"]["path"]}
     if isinstance(ds, dict) and "path" in ds:
         read[f"scenario.dataset.{kind}.path"] = ds["path"]
-    out = []
+    chosen = pythons.problem(recipe.doc["engine"].get("python"), cluster)  # what a check may run, too
+    out = [Problem(recipe.source, "engine.python", chosen)] if chosen else []
     for where, path in read.items():
         filled = PLACEHOLDER.sub(lambda m: cluster.placeholders.get(m.group(1), m.group(0)), path)
-        why = cluster.data_path_problem(filled)
+        left = re.search(r"\{[^{}]*\}?", filled)  # unfilled: no root to check it against, so refused
+        why = f"{left.group(0)} is not a data directory cluster {cluster.name!r} fills in" if left else None
+        why = why or cluster.data_path_problem(filled)
         if why:
             out.append(Problem(recipe.source, where, why))
     return out
