@@ -15,7 +15,7 @@ from ..checks.evalsets import recipe_problems
 from ..contract import paths
 from ..contract.plan import RUNTIME_REF, SECRET_NAME, USER_REF_NAMES
 from ..fileio.errors import Problem
-from . import env_readers, flags, kinds, kvstore, preamble, pythons, scenarios, topology
+from . import env_readers, flags, kinds, kvstore, launcher_env, preamble, pythons, scenarios, topology
 from .cluster import Cluster
 from .topology import Role
 
@@ -233,7 +233,8 @@ def _env_problems(recipe: Recipe) -> list[Problem]:
     env_fields = [("env", doc.get("env", {}), None), ("engine.env", doc["engine"].get("env", {}), env_readers.WORKER)]
     env_fields += [("frontend.env", (doc.get("frontend") or {}).get("env", {}), env_readers.FRONTEND)]
     env_fields += [(f"{r.field}.env", r.env, env_readers.WORKER) for r in recipe.roles()]
-    owned = flags.owned_env(recipe.engine_kind)
+    owned = launcher_env.owned(recipe.engine_kind)  # the launcher's own list
+    out += _env_total_problems(env_fields, label)
     for fld, env, placed_on in env_fields:
         for k, v in env.items():
             wrong = (placed_on and env_readers.misplaced(k, placed_on)) or _env_value_problem(v)
@@ -257,6 +258,18 @@ def _env_problems(recipe: Recipe) -> list[Problem]:
 
 
 ENV_VALUE_MAX_BYTES = 32 * 1024  # one variable; Linux's limit for one is 128 KiB, a whole exec's 2 MiB
+ENV_TOTAL_MAX_BYTES = 128 * 1024  # a recipe's variables together: a process's whole exec stays far below 2 MiB
+
+
+def _env_total_problems(env_fields: list, label: str) -> list[Problem]:
+    """Each value may be within its bound and all of them together still fail exec (E2BIG)."""
+    total = sum(
+        len(str(k)) + 2 + len(v.encode()) for _, env, _ in env_fields for k, v in env.items() if isinstance(v, str)
+    )
+    if total <= ENV_TOTAL_MAX_BYTES:
+        return []
+    reason = f"the recipe's environment variables total {total} bytes; at most {ENV_TOTAL_MAX_BYTES} (128 KiB) together"
+    return [Problem(label, "env", reason)]
 
 
 def _env_value_problem(v) -> str | None:
