@@ -26,6 +26,8 @@ def write_if_changed(path: Path, text: str) -> bool:
                 return False
     except FileNotFoundError:
         pass
+    except IsADirectoryError:  # a leftover folder (e.g. of a recipe once named like this file): kept, aside
+        path.rename(path.with_name(f".{path.name}.leftover-{os.getpid()}"))
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

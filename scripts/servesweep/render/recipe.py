@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from ..capacity.search import capacity_problems
 from ..checks.evalsets import recipe_problems
-from ..contract import paths
+from ..contract import names
 from ..contract.plan import RUNTIME_REF, SECRET_NAME, USER_REF_NAMES
 from ..fileio.errors import Problem
 from . import env_readers, flags, kinds, kvstore, launcher_env, preamble, pythons, scenarios, topology
@@ -169,9 +169,10 @@ def _sweep_problems(recipe: Recipe, stem: str | None) -> list[Problem]:
     doc, label, out = recipe.doc, recipe.source, []
     if stem is not None and stem != recipe.name:
         out.append(Problem(label, "name", f"name {recipe.name!r} must match the file name {stem!r}"))
-    if recipe.name in paths.RESERVED_NAMES:
+    clash = names.reserved_match(recipe.name)  # built from contract/paths
+    if clash:
         reason = (
-            f"{recipe.name!r} is a name the workflow uses for its own outputs (results/{recipe.name}): choose another"
+            f"{recipe.name!r} is a name the workflow uses for its own outputs ({clash} in .plans/, results/, logs/)"
         )
         out.append(Problem(label, "name", reason))
     conc = doc["concurrency"]
