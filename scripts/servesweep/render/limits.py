@@ -50,7 +50,7 @@ def registration_problems(plan: dict, recipe_doc: dict, source: str) -> list[Pro
     wanted = ((recipe_doc.get("frontend") or {}).get("router") or {}).get("min_initial_workers")
     expected = plan.get("expect_registrations") or {}
     serving = expected.get("backend", sum(expected.values()))  # decode or aggregated workers route requests
-    if wanted is None or wanted <= serving:
+    if wanted is None or not expected or wanted <= serving:  # no registrations: no frontend waits
         return []
     reason = f"{wanted} is more than the {serving} workers this plan registers: the router would wait for ever"
     return [Problem(source, "frontend.router.min_initial_workers", reason)]
