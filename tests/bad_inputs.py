@@ -492,7 +492,8 @@ def _aliased(case_id: str, field: str, value: str, times: int) -> str:
 SAFE_CHECK_CASES = [
     Case("python-names-a-program", "engine.python", "not a python cluster 'local' declares",
          _set("engine.python", "./make-marker.sh")),
-    Case("yaml11-octal", "concurrency[0]", "is not of type 'integer'", text=_written("yaml11-octal", "- 4\n", "- 010\n")),
+    Case("yaml11-octal", "concurrency[0]", "is not of type 'integer'",
+         text=_written("yaml11-octal", "- 4\n", "- 010\n")),
     Case("yaml11-hex", "concurrency[0]", "is not of type 'integer'", text=_written("yaml11-hex", "- 4\n", "- 0x1F\n")),
     Case("yaml11-sexagesimal", "scenario.duration_s", "is not of type 'number'",
          text=_written("yaml11-sexagesimal", "duration_s: 20", "duration_s: 1:30")),
