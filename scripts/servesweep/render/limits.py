@@ -11,6 +11,7 @@ from __future__ import annotations
 from ..fileio.errors import InputError, Problem
 
 EXEC_MAX_BYTES = 256 * 1024  # one process's argv + environment, as rendered
+ENV_TOTAL_MAX_BYTES = 128 * 1024  # a recipe's variables together, checked at load
 PLAN_EXEC_MAX_BYTES = 4 * 1024 * 1024  # all processes of one plan together
 
 
@@ -43,6 +44,16 @@ def plan_problems(plan: dict, source: str) -> list[Problem]:
         )
         out.append(Problem(source, "(plan)", reason))
     return out
+
+
+def env_total_problems(env_fields: list, label: str) -> list[Problem]:
+    """``env_fields``: (field, mapping, ...) of a recipe. Each value may be within its bound and all of
+    them together still fail exec (E2BIG): refused before anything is rendered."""
+    total = sum(len(k) + 2 + len(v.encode()) for _, env, *_ in env_fields for k, v in env.items() if isinstance(v, str))
+    if total <= ENV_TOTAL_MAX_BYTES:
+        return []
+    reason = f"the recipe's environment variables total {total} bytes; at most {ENV_TOTAL_MAX_BYTES} (128 KiB) together"
+    return [Problem(label, "env", reason)]
 
 
 def registration_problems(plan: dict, recipe_doc: dict, source: str) -> list[Problem]:

@@ -15,7 +15,7 @@ from ..checks.evalsets import recipe_problems
 from ..contract import names
 from ..contract.plan import RUNTIME_REF, SECRET_NAME, USER_REF_NAMES
 from ..fileio.errors import Problem
-from . import env_readers, flags, kinds, kvstore, launcher_env, preamble, pythons, scenarios, topology
+from . import env_readers, flags, kinds, kvstore, launcher_env, limits, preamble, pythons, scenarios, topology
 from .cluster import Cluster
 from .topology import Role
 
@@ -169,12 +169,8 @@ def _sweep_problems(recipe: Recipe, stem: str | None) -> list[Problem]:
     doc, label, out = recipe.doc, recipe.source, []
     if stem is not None and stem != recipe.name:
         out.append(Problem(label, "name", f"name {recipe.name!r} must match the file name {stem!r}"))
-    clash = names.reserved_match(recipe.name)  # built from contract/paths
-    if clash:
-        reason = (
-            f"{recipe.name!r} is a name the workflow uses for its own outputs ({clash} in .plans/, results/, logs/)"
-        )
-        out.append(Problem(label, "name", reason))
+    if clash := names.reserved_match(recipe.name):  # built from contract/paths
+        out.append(Problem(label, "name", f"{recipe.name!r} is a name the workflow uses for its own outputs ({clash})"))
     conc = doc["concurrency"]
     dups = sorted({c for c in conc if conc.count(c) > 1})
     if dups:
@@ -235,7 +231,7 @@ def _env_problems(recipe: Recipe) -> list[Problem]:
     env_fields += [("frontend.env", (doc.get("frontend") or {}).get("env", {}), env_readers.FRONTEND)]
     env_fields += [(f"{r.field}.env", r.env, env_readers.WORKER) for r in recipe.roles()]
     owned = launcher_env.owned(recipe.engine_kind)  # the launcher's own list
-    out += _env_total_problems(env_fields, label)
+    out += limits.env_total_problems(env_fields, label)
     for fld, env, placed_on in env_fields:
         for k, v in env.items():
             wrong = (placed_on and env_readers.misplaced(k, placed_on)) or _env_value_problem(v)
@@ -259,18 +255,6 @@ def _env_problems(recipe: Recipe) -> list[Problem]:
 
 
 ENV_VALUE_MAX_BYTES = 32 * 1024  # one variable; Linux's limit for one is 128 KiB, a whole exec's 2 MiB
-ENV_TOTAL_MAX_BYTES = 128 * 1024  # a recipe's variables together: a process's whole exec stays far below 2 MiB
-
-
-def _env_total_problems(env_fields: list, label: str) -> list[Problem]:
-    """Each value may be within its bound and all of them together still fail exec (E2BIG)."""
-    total = sum(
-        len(str(k)) + 2 + len(v.encode()) for _, env, _ in env_fields for k, v in env.items() if isinstance(v, str)
-    )
-    if total <= ENV_TOTAL_MAX_BYTES:
-        return []
-    reason = f"the recipe's environment variables total {total} bytes; at most {ENV_TOTAL_MAX_BYTES} (128 KiB) together"
-    return [Problem(label, "env", reason)]
 
 
 def _env_value_problem(v) -> str | None:
