@@ -14,7 +14,7 @@ from pathlib import Path
 from . import paths
 
 RECIPE_MARK, ANY_MARK = "\x01recipe\x01", "\x01any\x01"  # what a path function is given, to find its slots
-SHARED_DIRS = (paths.PLANS, str(paths.RESULTS), "logs")  # where a recipe's folders lie beside the workflow's
+SHARED_DIRS = (paths.PLANS, str(paths.RESULTS), str(paths.LOGS))  # where a recipe's folders lie beside the workflow's
 
 
 def _calls(fn) -> list[str]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from ..capacity.search import capacity_problems
 from ..checks.evalsets import recipe_problems
-from ..contract import names
+from ..contract import names, paths
 from ..contract.plan import RUNTIME_REF, SECRET_NAME, USER_REF_NAMES
 from ..fileio.errors import Problem
 from . import env_readers, flags, kinds, kvstore, launcher_env, limits, preamble, pythons, scenarios, topology
