@@ -37,6 +37,11 @@ def _calls(fn) -> list[str]:
     return out
 
 
+def _builds_a_path(fn) -> bool:
+    """A function that names one path (not one that lists a folder or parses a name)."""
+    return inspect.signature(fn).return_annotation in ("str", "Path", str, Path)
+
+
 def _built_paths() -> list[str]:
     out = []
     for name, value in vars(paths).items():
@@ -44,7 +49,7 @@ def _built_paths() -> list[str]:
             continue
         if isinstance(value, (str, Path)):
             out.append(re.sub(r"\{recipe\}", RECIPE_MARK, str(value)))
-        elif inspect.isfunction(value) and value.__module__ == paths.__name__:
+        elif inspect.isfunction(value) and value.__module__ == paths.__name__ and _builds_a_path(value):
             out += _calls(value)
     return [re.sub(r"\{[a-z_]+\}", ANY_MARK, p) for p in out]
 
