@@ -16,8 +16,9 @@ import yaml
 from servesweep.fileio.errors import InputError, Problem
 from servesweep.fileio.yamlio import _load
 from servesweep.render.cluster import all_clusters
+from servesweep.render.loading import load_recipe
 from servesweep.render.plan import render
-from servesweep.render.recipe import Recipe, load_recipe
+from servesweep.render.recipe import Recipe
 from servesweep.tools import argcheck
 from servesweep.workflow import engine_args
 
