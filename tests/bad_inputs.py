@@ -386,7 +386,7 @@ CASES = [
     Case(
         "system-env-on-frontend",
         "frontend.env.DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS",
-        "read by the workers, never by the frontend",
+        "set by the launcher per process",
         _set("frontend.env", {"DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS": '["generate"]'}),
     ),
     Case(
@@ -474,6 +474,56 @@ CASES = [
         + "".join(f"a{i}: &a{i} [{','.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 9)),
     ),
 ]
+
+
+def _written(case_id: str, old: str, new: str) -> str:
+    """The valid recipe's text with one value written as YAML 1.1 would read differently."""
+    text = yaml.safe_dump({**AGG, "name": case_id}, sort_keys=False, width=1000)
+    assert old in text, old
+    return text.replace(old, new, 1)
+
+
+def _aliased(case_id: str, field: str, value: str, times: int) -> str:
+    """A recipe whose ``field`` list repeats one anchored string ``times`` times."""
+    return f"name: {case_id}\nbig: &s {value}\n{field}: [{', '.join(['*s'] * times)}]\n"
+
+
+# held-out kinds of issue #51: each refused at load, naming file + field + reason, nothing rendered
+SAFE_CHECK_CASES = [
+    Case("python-names-a-program", "engine.python", "not a python cluster 'local' declares",
+         _set("engine.python", "./make-marker.sh")),
+    Case("yaml11-octal", "concurrency[0]", "is not of type 'integer'",
+         text=_written("yaml11-octal", "- 4\n", "- 010\n")),
+    Case("yaml11-hex", "concurrency[0]", "is not of type 'integer'", text=_written("yaml11-hex", "- 4\n", "- 0x1F\n")),
+    Case("yaml11-sexagesimal", "scenario.duration_s", "is not of type 'number'",
+         text=_written("yaml11-sexagesimal", "duration_s: 20", "duration_s: 1:30")),
+    Case("yaml11-off", "frontend.router.session_affinity.mode", "is not one of",
+         text=_written("yaml11-off", "mode: hard", "mode: off")),
+    Case("yaml11-yes-boolean", "stack.reuse", "is not of type 'boolean'", _set("stack.reuse", "yes")),
+    Case("int-key", "line 2", "a mapping key must be text", text="name: int-key\nenv: {123: x}\n"),
+    Case("null-key", "line 2", "a mapping key must be text", text="name: null-key\nenv: {~: x}\n"),
+    Case("complex-key", "line 3", "a mapping key must be text", text="name: complex-key\nenv:\n  ? [a, b]\n  : x\n"),
+    Case("recursive-alias", "(structure)", "recursive alias", text="name: recursive-alias\nclusters: &d [*d]\n"),
+    Case("alias-amplified", "(structure)", "characters of values once aliases are expanded",
+         text=_aliased("alias-amplified", "concurrency", "x" * 60_000, 40)),
+    Case("env-total", "env", "total 150", _set("env", {f"V{i}": "x" * 30_000 for i in range(5)})),
+    Case("launcher-rpc-port", "env.DYN_TCP_RPC_PORT", "set by the launcher", _set("env", {"DYN_TCP_RPC_PORT": "1"})),
+    Case("launcher-response-plane", "engine.env.DYN_RESPONSE_PLANE", "set by the launcher",
+         _set("engine.env", {"DYN_RESPONSE_PLANE": "nats"})),
+    Case("launcher-cache-home", "env.XDG_CACHE_HOME", "set by the launcher", _set("env", {"XDG_CACHE_HOME": "/tmp"})),
+    Case("name-selection-file", "name", "selection-*.json", _set("name", "selection-local.json"),
+         file_stem="selection-local.json"),
+    Case("name-missing-file", "name", "missing-*.json", _set("name", "missing-local.json"),
+         file_stem="missing-local.json"),
+    Case("data-root-brace", "scenario.dataset.trace.path", "{EVIL} is not a data directory",
+         _set("scenario.dataset.trace.path", "/elsewhere/{EVIL}/t.jsonl")),
+    Case("forged-line", "bogus\\nservesweep: 0 problems found\\x1b[2J", "unknown key",
+         _set("bogus\nservesweep: 0 problems found\x1b[2J", 1)),
+    Case("grace-1e300", "scenario.grace_s", "greater than the maximum", _set("scenario.grace_s", 1e300)),
+    Case("readiness-1e300", "readiness.timeout_s", "greater than the maximum", _set("readiness.timeout_s", 1e300)),
+    Case("duration-1e-300", "scenario.duration_s", "less than the minimum of 1", _set("scenario.duration_s", 1e-300)),
+]  # fmt: skip
+CASES += SAFE_CHECK_CASES
 
 
 def write_cases(recipes_dir: Path) -> dict[str, Case]:

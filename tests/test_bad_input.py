@@ -329,6 +329,10 @@ def test_a_symlinked_recipe_is_never_read_or_quoted(tmp_path):
         ({"partial": "../.."}, "partial", "is not a boolean"),
         ({"baseline": "/etc"}, "baseline", "is not a results folder"),
         ({"recipes": "a,b,a"}, "recipes", "listed more than once: a"),
+        ({"linger_s": True}, "linger_s", "True is not a number of seconds"),  # a boolean is not a number
+        ({"cluster": ["local"]}, "cluster", "is a list, not text"),
+        ({"recipes": ["a"]}, "recipes", "is a list, not text"),
+        ({"a;b": "1"}, "a;b", "unknown key 'a;b'"),
     ],
 )
 def test_config_values_are_typed_and_checked(config, field, reason, capsys):

@@ -84,9 +84,60 @@ def test_errors_are_never_cached_and_odd_types_are_not_kept(tmp_path):
         assert doc is None and "duplicate key 'name'" in problems[0].reason
     recipe.write_text("when: 2026-12-01\n1: int key\n")
     c = ParseCache(cache_file)
+    doc, problems = load_yaml(recipe, cache=c)
+    assert doc is None and "a mapping key must be text, not '1' (int)" in problems[0].reason
+    assert not c.used  # a refused text is never kept
+    recipe.write_text("when: 2026-12-01\n")
     doc, _ = load_yaml(recipe, cache=c)
-    assert doc == {"when": "2026-12-01", 1: "int key"}  # dates stay text: the schema names their field
-    assert not c.used  # an int key would not survive JSON
+    assert doc == {"when": "2026-12-01"}  # dates stay text: the schema names their field
+
+
+def test_a_cache_parsed_by_another_reading_of_yaml_is_not_used(tmp_path):
+    """The cache names the loader's semantics: an entry a YAML 1.1 parse kept (`010` as 8) is ignored."""
+    import hashlib
+    import json
+
+    cache_file, recipe = tmp_path / "cache.json", tmp_path / "r.yaml"
+    text = "concurrency: [010]\n"
+    recipe.write_text(text)
+    key = hashlib.sha256(text.encode()).hexdigest()
+    old_doc = {"concurrency": [8]}
+    check = ParseCache._check(key, json.dumps(old_doc, separators=(",", ":")))
+    old_format = f"servesweep.yaml-cache/2 pyyaml {yaml.__version__}"
+    cache_file.write_text(json.dumps({"format": old_format, "docs": {key: [check, old_doc]}}))
+    doc, _ = load_yaml(recipe, cache=ParseCache(cache_file))
+    assert doc == {"concurrency": ["010"]} and ParseCache.FORMAT != old_format
+
+
+def test_caches_are_owner_only_whatever_the_umask(tmp_path):
+    """The parse cache and the engine-argument answers: 0600 files (folders 0700), written by a
+    process whose umask is 022, as `validate` runs."""
+    from servesweep.workflow.engine_args import _write_private
+
+    before = os.umask(0o022)
+    try:
+        c = ParseCache(tmp_path / "a" / "recipes-parsed.json")
+        (tmp_path / "r.yaml").write_text(TEXT)
+        load_yaml(tmp_path / "r.yaml", cache=c)
+        c.save()
+        answers = tmp_path / "cache" / "servesweep" / "argcheck" / "k.json"
+        _write_private(answers, "{}")
+    finally:
+        os.umask(before)
+    for f in (tmp_path / "a" / "recipes-parsed.json", answers):
+        assert stat.S_IMODE(f.stat().st_mode) == 0o600, f
+    assert stat.S_IMODE(answers.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "a").stat().st_mode) == 0o700
+
+
+def test_a_leftover_folder_where_a_file_goes_is_moved_aside(tmp_path):
+    """A folder a recipe once named `selection-local.json` made never fails a later write."""
+    target = tmp_path / ".plans" / "selection-local.json"
+    (target / "c1.json").parent.mkdir(parents=True)
+    (target / "c1.json").write_text("{}")
+    assert write_if_changed(target, "[]\n") and target.read_text() == "[]\n"
+    kept = [p for p in target.parent.iterdir() if p.name.startswith(".selection-local.json.leftover")]
+    assert len(kept) == 1 and (kept[0] / "c1.json").read_text() == "{}"
 
 
 def test_write_if_changed_is_atomic_private_and_skips_equal_content(tmp_path):

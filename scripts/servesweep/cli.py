@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from .contract.paths import CAPACITY_FILE, SMOKE_REQUESTS, SUMMARY_MD
-from .fileio.errors import InputError, Problem
+from .fileio.errors import InputError, Problem, shown
 
 
 def _recipe_files(files: list[str]) -> list[Path]:
@@ -29,7 +29,7 @@ def cmd_validate(a) -> int:
     lines = []
     for r in recipes:
         targets = [c for c in r.clusters if a.cluster in (None, c)]
-        lines.append(f"ok  {r.source}  ({r.engine_kind}; clusters: {', '.join(targets) or 'none selected'})")
+        lines.append(shown(f"ok  {r.source}  ({r.engine_kind}; clusters: {', '.join(targets) or 'none selected'})"))
         for c in targets:
             said, found = _engine_arg_lines(r, clusters[c])
             lines += said
@@ -50,6 +50,7 @@ def _engine_arg_lines(recipe, cluster) -> tuple[list[str], list[Problem]]:
     lines += [
         f"      args on {cluster.name}: {k} NOT parser-checked: {v}" for (_, k), v in sorted(report.skipped.items())
     ]
+    lines = [shown(line) for line in lines]
     return lines, report.problems
 
 

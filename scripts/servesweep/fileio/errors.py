@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 
 # terminal colour/cursor sequences (CSI and OSC) that engines write into their logs
@@ -14,6 +15,25 @@ def plain_text(text: str) -> str:
     return _TERMINAL_CODES.sub("", text)
 
 
+def _escaped(ch: str) -> str:
+    if ch in "\n\r\t":
+        return repr(ch)[1:-1]
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def shown(text: object) -> str:
+    """``text`` safe to print on one terminal line: control and format characters (newlines, escape
+    codes, bidi overrides) written as escapes, so user input never forges or hides a line."""
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(_escaped(ch) if unicodedata.category(ch) in _UNPRINTED else ch for ch in text)
+
+
+_UNPRINTED = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
+
+
 @dataclass(frozen=True, order=True)
 class Problem:
     file: str
@@ -21,8 +41,9 @@ class Problem:
     reason: str
 
     def __str__(self) -> str:
-        where = f"{self.file}: {self.field}" if self.field else self.file
-        return f"{where}: {self.reason}"
+        """One line, whatever the file name, key or value quoted in it holds."""
+        where = f"{shown(self.file)}: {shown(self.field)}" if self.field else shown(self.file)
+        return f"{where}: {shown(self.reason)}"
 
 
 class InputError(Exception):

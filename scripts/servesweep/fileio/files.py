@@ -26,7 +26,9 @@ def write_if_changed(path: Path, text: str) -> bool:
                 return False
     except FileNotFoundError:
         pass
-    path.parent.mkdir(parents=True, exist_ok=True)
+    except IsADirectoryError:  # a leftover folder (e.g. of a recipe once named like this file): kept, aside
+        path.rename(path.with_name(f".{path.name}.leftover-{os.getpid()}"))
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # owner-only whoever's umask
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, PRIVATE_FILE)

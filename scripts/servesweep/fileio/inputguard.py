@@ -1,8 +1,9 @@
 """Limits on input files before and after YAML builds objects from them.
 
-Before: only regular files, at most ``MAX_BYTES``, nesting at most ``MAX_DEPTH`` and at most
-``MAX_NODES`` nodes once aliases are expanded (a 1 KB anchor bomb expands to millions), checked on
-libyaml's event stream, which builds nothing. After the schema: no ``.inf``/``.nan``, and no float
+Before: only regular files, at most ``MAX_BYTES``, nesting at most ``MAX_DEPTH``, at most
+``MAX_NODES`` nodes and ``MAX_EXPANDED_CHARS`` characters once aliases are expanded (a 1 KB anchor
+bomb expands to millions), and no alias inside what it names; checked on libyaml's event stream,
+which builds nothing. After the schema: no ``.inf``/``.nan``, and no float
 where the schema asks for an integer (JSON Schema counts ``2.0`` as an integer; we do not).
 """
 
@@ -20,6 +21,7 @@ from .errors import field_path
 MAX_BYTES = 1 << 20
 MAX_DEPTH = 64
 MAX_NODES = 100_000
+MAX_EXPANDED_CHARS = 2 * MAX_BYTES  # what the values add up to with every alias expanded
 _EVENT_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -42,31 +44,54 @@ def file_problem(path: Path) -> str | None:
 
 
 def structure_problem(text: str) -> str | None:
-    """Nesting and alias-expanded size, from the event stream (no objects built)."""
-    sizes: dict[str, int] = {}  # anchor -> nodes of its subtree
-    stack: list[list] = []  # open collections: [anchor, nodes so far]
-    total = 0
+    """Nesting, alias-expanded size (values and characters) and self-reference, from the event stream
+    (no objects built): what an alias expands to counts where it is used, as its copy would."""
+    sizes: dict[str, tuple[int, int, int]] = {}  # anchor -> (nodes, characters, depth) of its subtree
+    stack: list[list] = []  # open collections: [anchor, nodes, characters, depth below]
+    total = [0, 0]
     for ev in yaml.parse(text, Loader=_EVENT_LOADER):
         if isinstance(ev, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-            stack.append([ev.anchor, 1])
+            stack.append([ev.anchor, 1, 0, 1])
             if len(stack) > MAX_DEPTH:
                 return f"nested deeper than {MAX_DEPTH} levels"
             continue
         if isinstance(ev, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-            anchor, n = stack.pop()
+            anchor, *size = stack.pop()
         elif isinstance(ev, yaml.ScalarEvent):
-            anchor, n = ev.anchor, 1
+            anchor, size = ev.anchor, [1, len(ev.value), 0]
         elif isinstance(ev, yaml.AliasEvent):
-            anchor, n = None, sizes.get(ev.anchor, 1)
+            if any(open_anchor == ev.anchor for open_anchor, *_ in stack):
+                return f"the alias *{ev.anchor} refers to a collection that holds it (a recursive alias)"
+            anchor, size = None, list(sizes.get(ev.anchor, (1, 0, 0)))
         else:
             continue
+        why = _grown(stack, size, total)
+        if why:
+            return why
         if anchor:
-            sizes[anchor] = n
-        if stack:
-            stack[-1][1] += n
-        total += n if not stack else 0
-        if n > MAX_NODES or (stack and stack[-1][1] > MAX_NODES) or total > MAX_NODES:
-            return f"more than {MAX_NODES} values once aliases are expanded (an alias bomb?)"
+            sizes[anchor] = tuple(size)
+    return None
+
+
+def _grown(stack: list[list], size: list[int], total: list[int]) -> str | None:
+    """Add a finished node's size to its parent (or the document's total); why that is too much."""
+    nodes, chars, depth = size
+    if stack:
+        parent = stack[-1]
+        parent[1] += nodes
+        parent[2] += chars
+        parent[3] = max(parent[3], depth + 1)
+        nodes, chars = parent[1], parent[2]
+        if len(stack) + depth > MAX_DEPTH:
+            return f"nested deeper than {MAX_DEPTH} levels once aliases are expanded"
+    else:
+        total[0] += nodes
+        total[1] += chars
+        nodes, chars = total
+    if nodes > MAX_NODES:
+        return f"more than {MAX_NODES} values once aliases are expanded (an alias bomb?)"
+    if chars > MAX_EXPANDED_CHARS:
+        return f"more than {MAX_EXPANDED_CHARS} characters of values once aliases are expanded (an alias bomb?)"
     return None
 
 

@@ -7,6 +7,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,13 +25,53 @@ _BASE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser
 
 
 class _StrictLoader(_BASE_LOADER):
-    """Safe loading that rejects duplicate keys (PyYAML silently keeps the last)."""
+    """Safe loading as YAML 1.2's core schema reads plain scalars, with duplicate keys refused (PyYAML
+    keeps the last) and only text keys. PyYAML's YAML 1.1 would turn `010` into 8, `1:30` into 90,
+    `off` into False and `0x1F` into 31; here they stay the text written (an integer is plain
+    decimal), and the schema names a field whose type is then wrong."""
+
+    yaml_implicit_resolvers: dict = {}
+
+
+# YAML 1.2 core schema (https://yaml.org/spec/1.2.2/#1032-tag-resolution), narrowed where 1.1 and 1.2
+# disagree: an integer with a leading zero, octal or hex is text, so no form reads two ways
+_CORE_RESOLVERS = (
+    ("tag:yaml.org,2002:bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
+    ("tag:yaml.org,2002:null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
+    ("tag:yaml.org,2002:int", r"^[-+]?(?:0|[1-9][0-9]*)$", "-+0123456789"),
+    (
+        "tag:yaml.org,2002:float",
+        r"^(?:[-+]?(?:\.[0-9]+|(?:0|[1-9][0-9]*)(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
+        "-+.0123456789",
+    ),
+)
+for _tag, _pattern, _first in _CORE_RESOLVERS:
+    _StrictLoader.add_implicit_resolver(_tag, re.compile(_pattern), list(_first))
+
+
+def _construct_bool(loader, node):
+    return loader.construct_scalar(node).lower() == "true"
+
+
+def _construct_int(loader, node):
+    return int(loader.construct_scalar(node), 10)
+
+
+def _construct_float(loader, node):
+    text = loader.construct_scalar(node).lower()
+    return float(text.replace(".inf", "inf").replace(".nan", "nan"))
 
 
 def _construct_mapping(loader, node, deep=False):
     seen = {}
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
+        if not isinstance(key, str):
+            shown = key_node.value if isinstance(key_node, yaml.ScalarNode) else f"a {key_node.id}"
+            raise yaml.constructor.ConstructorError(
+                None, None, f"a mapping key must be text, not {shown!r} ({type(key).__name__})", key_node.start_mark
+            )
         if key in seen:
             raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
         seen[key] = True
@@ -38,6 +79,9 @@ def _construct_mapping(loader, node, deep=False):
 
 
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_StrictLoader.add_constructor("tag:yaml.org,2002:bool", _construct_bool)
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+_StrictLoader.add_constructor("tag:yaml.org,2002:float", _construct_float)
 # a date-like value (`2026-01-01`) stays the text it is: the schema then names the field and type
 _StrictLoader.add_constructor("tag:yaml.org,2002:timestamp", lambda loader, node: loader.construct_scalar(node))
 
@@ -49,7 +93,7 @@ def _refuse_tag(loader, node):
     )
 
 
-for _tag in ("binary", "set", "omap", "pairs"):
+for _tag in ("binary", "set", "omap", "pairs", "merge", "value"):
     _StrictLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", _refuse_tag)
 
 
@@ -70,7 +114,8 @@ class ParseCache:
     document, and one that does not match (a damaged or edited cache) is parsed again from the file.
     """
 
-    FORMAT = f"servesweep.yaml-cache/2 pyyaml {yaml.__version__}"
+    # names the loader's semantics: a cache parsed by another reading of YAML is never used
+    FORMAT = f"servesweep.yaml-cache/3 yaml-1.2-core pyyaml {yaml.__version__}"
 
     def __init__(self, path: Path):
         self.path, self.kept, self.used = Path(path), {}, {}  # used: key -> [check, document JSON]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from ..contract.plan import PLAN_SCHEMA, Process
 from ..fileio.encode import digest, encode
 from ..fileio.errors import InputError, Problem
-from . import benchmark, engines, kinds, kvstore, preamble, topology
+from . import benchmark, engines, kinds, kvstore, limits, preamble, pythons, topology
 from .cluster import Cluster
 from .kinds.dynamo_frontend import FRONTEND
 from .plantext import POINT_KEYS, LayoutTexts
@@ -130,6 +130,7 @@ def layout(recipe: Recipe, cluster: Cluster, rehearsal: Cluster | None = None) -
     _check_ports(procs, alloc, cluster, one_host=run_cluster.launcher == "local")
     client = "balancer" if balancer else (frontends or [p for p in procs if p.registers or p.role == "agg"])[0].name
     plan = _plan_doc(recipe, cluster, rehearsal, doc, kind, image, roles, slots, procs)
+    limits.check(plan, recipe.doc, recipe.source)
     plan.update(
         client_url=f"http://{{addr:{client}}}:{{port:{client}.http}}",
         frontends=[f.name for f in frontends],
@@ -149,7 +150,7 @@ def _effective_recipe(recipe: Recipe, cluster: Cluster, rehearsal: Cluster | Non
     doc = _fill(recipe.doc, cluster.placeholders)  # builds new containers: the recipe stays untouched
     kind = doc["engine"]["kind"]
     image = doc.get("image")
-    python = doc["engine"].get("python") or cluster.python_for(kind)
+    python = pythons.resolve(doc["engine"].get("python"), cluster, kind)
     if rehearsal is not None:
         kind, image, python = kinds.get(kind).rehearsal, None, rehearsal.engine_python
         doc["model"]["path"] = f"{rehearsal.placeholders.get('model_dir', '.cache/models')}/{REHEARSAL_MODEL}"

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 
 from ..capacity.search import capacity_problems
 from ..checks.evalsets import recipe_problems
-from ..contract import paths
+from ..contract import names, paths
 from ..contract.plan import RUNTIME_REF, SECRET_NAME, USER_REF_NAMES
 from ..fileio.errors import Problem
-from . import env_readers, flags, kinds, kvstore, preamble, scenarios, topology
+from . import env_readers, flags, kinds, kvstore, launcher_env, limits, preamble, pythons, scenarios, topology
 from .cluster import Cluster
 from .topology import Role
 
@@ -169,11 +169,8 @@ def _sweep_problems(recipe: Recipe, stem: str | None) -> list[Problem]:
     doc, label, out = recipe.doc, recipe.source, []
     if stem is not None and stem != recipe.name:
         out.append(Problem(label, "name", f"name {recipe.name!r} must match the file name {stem!r}"))
-    if recipe.name in paths.RESERVED_NAMES:
-        reason = (
-            f"{recipe.name!r} is a name the workflow uses for its own outputs (results/{recipe.name}): choose another"
-        )
-        out.append(Problem(label, "name", reason))
+    if clash := names.reserved_match(recipe.name):  # built from contract/paths
+        out.append(Problem(label, "name", f"{recipe.name!r} is a name the workflow uses for its own outputs ({clash})"))
     conc = doc["concurrency"]
     dups = sorted({c for c in conc if conc.count(c) > 1})
     if dups:
@@ -233,7 +230,8 @@ def _env_problems(recipe: Recipe) -> list[Problem]:
     env_fields = [("env", doc.get("env", {}), None), ("engine.env", doc["engine"].get("env", {}), env_readers.WORKER)]
     env_fields += [("frontend.env", (doc.get("frontend") or {}).get("env", {}), env_readers.FRONTEND)]
     env_fields += [(f"{r.field}.env", r.env, env_readers.WORKER) for r in recipe.roles()]
-    owned = flags.owned_env(recipe.engine_kind)
+    owned = launcher_env.owned(recipe.engine_kind)  # the launcher's own list
+    out += limits.env_total_problems(env_fields, label)
     for fld, env, placed_on in env_fields:
         for k, v in env.items():
             wrong = (placed_on and env_readers.misplaced(k, placed_on)) or _env_value_problem(v)
@@ -315,10 +313,13 @@ def _data_path_problems(recipe: Recipe, cluster: Cluster) -> list[Problem]:
     read = {"model.path": recipe.doc["model"]["path"]}
     if isinstance(ds, dict) and "path" in ds:
         read[f"scenario.dataset.{kind}.path"] = ds["path"]
-    out = []
+    chosen = pythons.problem(recipe.doc["engine"].get("python"), cluster)  # what a check may run, too
+    out = [Problem(recipe.source, "engine.python", chosen)] if chosen else []
     for where, path in read.items():
         filled = PLACEHOLDER.sub(lambda m: cluster.placeholders.get(m.group(1), m.group(0)), path)
-        why = cluster.data_path_problem(filled)
+        left = re.search(r"\{[^{}]*\}?", filled)  # unfilled: no root to check it against, so refused
+        why = f"{left.group(0)} is not a data directory cluster {cluster.name!r} fills in" if left else None
+        why = why or cluster.data_path_problem(filled)
         if why:
             out.append(Problem(recipe.source, where, why))
     return out

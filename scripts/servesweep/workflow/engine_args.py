@@ -5,6 +5,10 @@ Each process's rendered argv (runtime references replaced by sample values) is p
 parser rejects becomes a problem naming the recipe field that holds it. Where no parser is
 importable the check is skipped and said so, per engine kind: it never passes silently.
 Answers are cached by venv and argv, so a dry run pays the engine's import once.
+
+Checking anyone's recipe is safe: only an interpreter the cluster facts declare is ever run (never
+a path from a recipe), an argument naming a FIFO, device or socket is refused before any parser
+runs (a parser opening it would block), and every parser run has a deadline.
 """
 
 from __future__ import annotations
@@ -15,19 +19,23 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..contract.plan import ENGINE_ROLES, RUNTIME_REF, command_of
-from ..fileio.errors import Problem
-from ..render import kinds, preamble
+from ..fileio.errors import InputError, Problem
+from ..render import kinds, preamble, pythons
+from ..render.cluster import all_clusters
 from ..render.flags import iter_flags
 from ..render.kinds.base import ArgParser
 from ..render.kinds.dynamo_frontend import FRONTEND
 from ..render.recipe import Recipe
 
 SCRIPT = Path(__file__).resolve().parents[1] / "tools" / "argcheck.py"
+ANSWERS_FORMAT = 2  # 2: an early exit (--help) refuses; answers of an older check are not reused
+CHECK_DEADLINE_S = 90  # one argv through one parser, the engine's import included
 _SAMPLES = {"addr": "127.0.0.1", "port": "20000", "rank_port": "20000", "job_id": "1"}
 _FLAG = re.compile(r"--[A-Za-z0-9][A-Za-z0-9_.-]*")
 
@@ -54,6 +62,7 @@ class _Check:
     argv: tuple[str, ...]  # after ``python -m module``, sampled
     role: str
     recipe: Recipe
+    cluster: str = ""  # whose declared interpreters may run it
 
     @property
     def id(self) -> str:
@@ -78,7 +87,8 @@ def pending(plan: dict, recipe: Recipe) -> list[_Check]:
         argv = command_of(p["argv"])
         if len(argv) < 3 or argv[1] != "-m" or "{servesweep_python}" in argv[0]:
             continue  # rehearsal stand-ins are servesweep's own
-        c = _Check(argv[0], kind, parser, tuple(_sample(a) for a in argv[3:]), p["role"], recipe)
+        sampled = tuple(_sample(a) for a in argv[3:])
+        c = _Check(argv[0], kind, parser, sampled, p["role"], recipe, plan.get("cluster", ""))
         out[(c.python, c.id)] = c
     return list(out.values())
 
@@ -95,7 +105,7 @@ def _cache_file(python: Path) -> Path:
     """One answer cache per venv state: reinstalling an engine starts a new one."""
     venv = python.absolute().parents[1].resolve()  # workflow copies link one .venvs: share its answers
     stamps = [str(p.stat().st_mtime_ns) for p in sorted(venv.glob("lib/python*/site-packages"))]
-    key = hashlib.sha256(json.dumps([str(venv), python.name, stamps]).encode()).hexdigest()[:24]
+    key = hashlib.sha256(json.dumps([ANSWERS_FORMAT, str(venv), python.name, stamps]).encode()).hexdigest()[:24]
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return base / "servesweep" / "argcheck" / f"{key}.json"
 
@@ -110,27 +120,47 @@ def _answers(python: Path, checks: list[_Check], root: Path) -> dict[str, dict]:
     todo = {c.id: c for c in checks if c.id not in known}
     if not todo:
         return known
-    checks_json = [{"id": i, "parser": c.parser.to_json(), "argv": list(c.argv)} for i, c in todo.items()]
-    payload = json.dumps({"checks": checks_json})
-    try:
-        out = subprocess.run(
-            [str(python), str(SCRIPT)], input=payload, capture_output=True, text=True, timeout=600, cwd=root
-        )
-        answers = json.loads([ln for ln in out.stdout.splitlines() if ln.startswith("[")][-1])
-    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as e:
-        reason = f"the parser run failed ({type(e).__name__}: {str(e)[:200]})"
-        return known | {i: {"status": "skipped", "message": reason, "parser": c.kind} for i, c in todo.items()}
-    fresh = {a.pop("id"): a for a in answers}
+    fresh = _parse_run(python, todo, root)
     keep = {i: a for i, a in fresh.items() if a["status"] != "skipped"}
     if keep:
-        try:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(known | keep))
-            tmp.replace(cache)
-        except OSError:
-            pass  # an unwritable cache only costs the next dry run another parser run
+        _write_private(cache, json.dumps(known | keep))
     return known | fresh
+
+
+def _parse_run(python: Path, todo: dict[str, _Check], root: Path) -> dict[str, dict]:
+    """One run of ``python`` over the checks, each under its own deadline (the run's: all of theirs)."""
+    checks_json = [{"id": i, "parser": c.parser.to_json(), "argv": list(c.argv)} for i, c in todo.items()]
+    payload = json.dumps({"checks": checks_json, "deadline_s": CHECK_DEADLINE_S})
+    try:
+        out = subprocess.run(
+            [str(python), str(SCRIPT)],
+            input=payload,
+            capture_output=True,
+            text=True,
+            timeout=CHECK_DEADLINE_S * (len(todo) + 1),
+            cwd=root,
+        )
+        answers = json.loads([ln for ln in out.stdout.splitlines() if ln.startswith("[")][-1])
+        return {a.pop("id"): a for a in answers}
+    except subprocess.TimeoutExpired:
+        reason = f"timed out (the parser run outlasted its {CHECK_DEADLINE_S} s per check)"
+    except (OSError, ValueError, IndexError) as e:
+        reason = f"the parser run failed ({type(e).__name__}: {str(e)[:200]})"
+    return {i: {"status": "skipped", "message": reason, "parser": c.kind} for i, c in todo.items()}
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Owner-only, whoever writes it and whatever their umask (the cache tells which flags a recipe used)."""
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        tmp.replace(path)
+    except OSError:
+        pass  # an unwritable cache only costs the next dry run another parser run
 
 
 def _field(c: _Check, message: str) -> str:
@@ -155,9 +185,15 @@ def check_engine_args(checks: list[_Check], root: Path) -> ArgReport:
     cluster's Python is not here or has no parser (it lives in the image), a local environment with
     the versions the recipe pins parses instead, and the report says which."""
     report, by_python = ArgReport(), {}
+    declared = _declared_pythons(Path(root))
     for c in checks:
-        if c.parser is None:
+        special = _special_file_problems(c, Path(root))
+        if special:
+            report.problems += special
+        elif c.parser is None:
             report.skip(c, f"the {c.kind} kind declares no parser check")
+        elif c.python not in declared.get(c.cluster, ()):
+            report.skip(c, f"{c.python} is not an interpreter cluster {c.cluster!r} declares: never run to check")
         else:
             by_python.setdefault(c.python, []).append(c)
     for python, group in by_python.items():
@@ -176,6 +212,44 @@ def check_engine_args(checks: list[_Check], root: Path) -> ArgReport:
                     Problem(c.recipe.source, _field(c, a["message"]), f"{c.kind} parser: {a['message']}")
                 )
     return report
+
+
+def _declared_pythons(root: Path) -> dict[str, frozenset[str]]:
+    """Cluster name -> the interpreters its facts declare: the only ones a check runs."""
+    profiles = root / "profiles"
+    try:
+        clusters = all_clusters(profiles if profiles.is_dir() else None)
+    except InputError:
+        return {}
+    return {name: pythons.declared_paths(c) for name, c in clusters.items()}
+
+
+def _special_file_problems(c: _Check, root: Path) -> list[Problem]:
+    """An argument naming a FIFO, device or socket: refused from its kind alone (``stat`` opens
+    nothing), since a parser that opened it could block the check forever."""
+    out = []
+    for arg in c.argv:
+        value = arg.split("=", 1)[1] if arg.startswith("-") and "=" in arg else arg
+        if not value or "/" not in value and not (root / value).exists():
+            continue
+        try:
+            mode = os.stat(root / value).st_mode  # an absolute value replaces root
+        except (OSError, ValueError):
+            continue
+        if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+            continue
+        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+        flag = _flag_before(c.argv, arg)
+        message = f"{flag + ' ' if flag else ''}'{value}' names {kind}: no argument may name a special file"
+        out.append(Problem(c.recipe.source, _field(c, message), f"{c.kind} args: {message}"))
+    return out
+
+
+def _flag_before(argv: tuple[str, ...], arg: str) -> str:
+    if arg.startswith("-"):
+        return arg.split("=", 1)[0]
+    i = argv.index(arg)
+    return argv[i - 1] if i and argv[i - 1].startswith("-") else ""
 
 
 def _with_pinned_env(c: _Check, root: Path, why: str) -> dict:

@@ -16,7 +16,7 @@ from typing import Protocol
 from ..contract import paths
 from ..contract.paths import plan_file, selection_file
 from ..contract.plan import batch_step_tasks
-from ..fileio.errors import InputError, Problem
+from ..fileio.errors import InputError, Problem, shown
 from . import why
 from .bill import say_bill
 from .selection import Selection
@@ -140,17 +140,27 @@ def _say_parsers(sel, listed: int = 5) -> None:
         if len(whats) > listed:
             whats = [f"{len(whats)} recipes (e.g. {whats[0]})"]
         for what in whats:
-            print(f"servesweep: engine arguments of {what} checked by {parser}", file=sys.stderr)
+            print(f"servesweep: engine arguments of {shown(what)} checked by {shown(parser)}", file=sys.stderr)
     for what, reason in sorted(sel.unchecked_args.items()):
-        print(f"servesweep: engine arguments of {what} not parser-checked: {reason}", file=sys.stderr)
+        print(f"servesweep: engine arguments of {shown(what)} not parser-checked: {shown(reason)}", file=sys.stderr)
 
 
 BOOLEAN_CONFIG = ("rehearsal", "stack_reuse", "partial", "canary")
 
 
+TEXT_CONFIG = ("cluster", "recipes", "baseline")  # Snakemake reads `--config k=[a]` as a list: refused here
+
+
 def _typed_config_problems(config: dict) -> list[Problem]:
-    """Booleans are booleans, a baseline is a results folder, a recipe is listed once."""
-    out = []
+    """Booleans are booleans, names are text, a baseline is a results folder, a recipe is listed once."""
+    out = [
+        Problem(
+            "--config", key, f"{shown(config[key])[:60]!r} is a {type(config[key]).__name__}, not text: give one name"
+        )
+        for key in TEXT_CONFIG
+        if key in config and not isinstance(config[key], str)
+    ]
+    config = {k: v for k, v in config.items() if k not in TEXT_CONFIG or isinstance(v, str)}
     for key in BOOLEAN_CONFIG:
         if key in config and str(config[key]).lower() not in ("0", "1", "true", "false"):
             out.append(Problem("--config", key, f"{str(config[key])[:60]!r} is not a boolean: give 1 or 0"))
@@ -183,8 +193,8 @@ def check_config_or_exit(config: dict) -> None:
             problems.append(Problem("--config", key, f"unknown key {key!r} ({known})"))
     problems += _typed_config_problems(config)
     if "linger_s" in config:
-        try:
-            ok = 0 <= float(config["linger_s"]) <= 86400
+        try:  # a boolean is not a number (`linger_s=True` would be 1 s)
+            ok = not isinstance(config["linger_s"], bool) and 0 <= float(config["linger_s"]) <= 86400
         except (TypeError, ValueError):
             ok = False
         if not ok:

@@ -21,6 +21,14 @@ METRICS = {
     "prefill_prefix_cache": None,
 }
 
+# every Dynamo worker's system server: on loopback (its sysguard serves the public port), healthy
+# once its generate endpoint is (render/launcher_env refuses these in recipes)
+FRAME_ENV = {
+    "DYN_SYSTEM_HOST": "127.0.0.1",
+    "DYN_SYSTEM_PORT": f"{{port:self.{GUARDED_PORT}}}",
+    "DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS": '["generate"]',
+}
+
 # argv, headless = render(e, ports, env): the kind's own arguments; ports/env are filled in place
 Render = Callable[[EngineInput, dict, dict], tuple[list[str], bool]]
 
@@ -33,10 +41,7 @@ def process(render: Render) -> Callable[[EngineInput], ProcessSpec]:
         # the system server (admin routes included) on loopback; the node's sysguard serves its
         # read-only routes on the public `system` port (render/engines.system_guards)
         ports = {"system": e.alloc.take(), GUARDED_PORT: e.alloc.take()}
-        env = {**host_env(), **e.planes.env(), **gpus_env(e)}
-        env["DYN_SYSTEM_HOST"] = "127.0.0.1"
-        env["DYN_SYSTEM_PORT"] = f"{{port:self.{GUARDED_PORT}}}"
-        env["DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS"] = '["generate"]'
+        env = {**host_env(), **e.planes.env(), **gpus_env(e), **FRAME_ENV}
         argv, headless = render(e, ports, env)
         health, metrics = http_urls("system")
         if headless:
