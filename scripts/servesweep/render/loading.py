@@ -64,7 +64,7 @@ def load_recipes(
         label = str(p.relative_to(root)) if root and p.is_absolute() and p.is_relative_to(root) else str(p)
         try:
             doc = _parsed(p, label, cache)
-            entries = _entries(doc, label, p)
+            entries = _entries(doc, label, p, (clusters, only_cluster, verdicts))
         except InputError as e:
             problems += e.problems
             continue
@@ -82,22 +82,28 @@ def load_recipes(
     return recipes, problems
 
 
-def _entries(doc: dict, label: str, path: Path) -> list[tuple[dict, sweep.Variant | None, dict | None]]:
-    """The documents one file declares: itself, or a sweep's variants (the base checked for shape)."""
+def _entries(doc: dict, label: str, path: Path, where: tuple) -> list[tuple[dict, sweep.Variant | None, dict | None]]:
+    """The documents one file declares: itself, or a sweep's variants (the base checked for shape and
+    its axes' fields, unless found valid before: ``where`` is (clusters, only_cluster, verdicts))."""
     if "sweep" not in doc:
         return [(doc, None, None)]
-    problems = schema_problems(doc, "recipe.schema.yaml", label)
+    clusters, only_cluster, verdicts = where
+    key = verdicts.recipe_key(label, doc, only_cluster, clusters) if verdicts else None
+    known = key is not None and verdicts.known_valid(key)
+    problems = [] if known else schema_problems(doc, "recipe.schema.yaml", label)
     if not problems and doc["name"] != _stem(path):
         problems = [Problem(label, "name", f"name {doc['name']!r} must match the file name {_stem(path)!r}")]
     if problems:
         raise InputError(problems)
     try:
-        expansion = sweep.expand(doc, schema("recipe.schema.yaml"), label)
+        expansion = sweep.expand(doc, None if known else schema("recipe.schema.yaml"), label)
     except sweep.SweepError as e:
         raise InputError(e.problems) from None
     problems = sweep.halving_problems(doc, label)
     if problems:
         raise InputError(problems)
+    if key is not None:
+        verdicts.keep_valid(key)
     info = sweep.summary(doc["sweep"], expansion)
     out = [(v.doc, v, info) for v in expansion.variants]
     if info["strategy"] == "halving":  # every variant's screen: the first round

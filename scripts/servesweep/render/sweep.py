@@ -71,7 +71,7 @@ def _key(value) -> str:
     return json.dumps(value, sort_keys=True)
 
 
-def read_axes(sweep: dict, schema: dict, label: str) -> tuple[list[Axis], list[Problem]]:
+def read_axes(sweep: dict, schema: dict | None, label: str) -> tuple[list[Axis], list[Problem]]:
     """The declared axes, each checked on its own: a field of the recipe, values, labels."""
     axes, out = [], []
     for name, spec in sweep["axes"].items():
@@ -81,7 +81,7 @@ def read_axes(sweep: dict, schema: dict, label: str) -> tuple[list[Axis], list[P
             continue
         try:
             steps = parse_field(spec["field"])
-            why = field_problem(schema, steps)
+            why = field_problem(schema, steps) if schema is not None else None  # None: checked before
         except ValueError as e:
             why = str(e)
         if why:
@@ -159,7 +159,7 @@ def _exclusion_problems(rules: list, axes: dict[str, Axis], label: str) -> list[
     return out
 
 
-def expand(doc: dict, schema: dict, label: str) -> Expansion:
+def expand(doc: dict, schema: dict | None, label: str) -> Expansion:
     """The variants of a recipe with a sweep (names, documents); raise SweepError with every problem."""
     sweep = doc["sweep"]
     axes, out = read_axes(sweep, schema, label)
@@ -199,7 +199,7 @@ def expand(doc: dict, schema: dict, label: str) -> Expansion:
 
 
 def _variant(doc: dict, axes: list[Axis], suffix: str, combo: dict[str, int], label: str) -> Variant:
-    vdoc = copy.deepcopy({k: v for k, v in doc.items() if k != "sweep"})
+    vdoc = json.loads(json.dumps({k: v for k, v in doc.items() if k != "sweep"}))  # a deep copy, faster
     vdoc["name"] = f"{doc['name']}.{suffix}"
     for a in axes:
         try:

@@ -90,10 +90,13 @@ def measured(root: Path, points: list[tuple[str, int]]) -> Measured:
     return Measured(latest[3], {p: t[4] for p, t in seen.items()}, idle / len(on_it))
 
 
-def stack_bills(sel) -> list[StackBill]:
-    """One bill per stack with points to run (the selection's stale points, as its jobs are sized)."""
+def stack_bills(sel, only: set[str] | None = None) -> list[StackBill]:
+    """One bill per stack with points to run (the selection's stale points, as its jobs are sized);
+    ``only``: the stacks of these recipes."""
     bills, seen = [], set()
     for r in sel.selected:
+        if only is not None and r.name not in only:
+            continue
         mates = sel.stacks.mates(r.name)
         if mates in seen:
             continue
@@ -168,7 +171,10 @@ RUN_BUDGET_GPU_H: list[float] = []  # --config budget_gpu_h (rules/common.smk): 
 def say_bill(sel) -> None:
     """On stderr, before anything is submitted: each sweep's expansion and bill (a sweep over its
     budget is refused here), then on a cluster the run's bill."""
-    bills = stack_bills(sel) if sel.selected else []
+    swept = {r.name for r in sel.selected if r.sweep_of}
+    if not sel.submits_jobs and not swept:
+        return
+    bills = stack_bills(sel, None if sel.submits_jobs else swept)
     for line in sweep_lines(sel, bills, RUN_BUDGET_GPU_H[0] if RUN_BUDGET_GPU_H else None):
         print(f"servesweep: {line}", file=sys.stderr)
     if not sel.submits_jobs:
