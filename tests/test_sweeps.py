@@ -136,6 +136,8 @@ def test_halving_keeps_the_best_screened_share_and_waits_for_missing_screens():
     out = decide(screens, names, {"target": 8, "keep": 0.25})
     assert sorted(set(names) - set(out)) == ["v0", "v1"]  # 2 of 8 measured in full: 1/4 of the grid
     assert out["v7"].startswith("screened out: 8 of 8 at c8")
+    tied = [Screened(n, True, 0.3, 1000.0 - i) for i, n in enumerate(names)]  # none ahead of another
+    assert decide(tied, names, {"target": 8, "keep": 0.25}) == {}  # a short screen decides no tie: all kept
     waiting = decide([*screens[:-1], None], names, {"target": 8})
     assert set(waiting) == set(names) and "7 of 8 measured" in waiting["v0"]
 

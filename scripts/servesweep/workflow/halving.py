@@ -49,6 +49,16 @@ def _share(verdict: dict) -> float:
     return verdict["value"] / verdict["limit"]
 
 
+SCREEN_NOISE = 0.10  # a screen is short: SLO shares or throughputs within 10 % are not told apart
+
+
+def _tied(a: Screened, b: Screened) -> bool:
+    if a.met != b.met:
+        return False
+    close = abs(a.worst - b.worst) <= SCREEN_NOISE * max(a.worst, b.worst)
+    return close and abs(a.tps - b.tps) <= SCREEN_NOISE * max(a.tps, b.tps)
+
+
 def keep_count(n: int, halving: dict) -> int:
     return max(1, math.ceil(n * halving.get("keep", HALVING_DEFAULTS["keep"])))
 
@@ -61,6 +71,8 @@ def decide(screens: list[Screened | None], names: list[str], halving: dict) -> d
         return dict.fromkeys(names, why)
     order = sorted(screens, key=lambda s: s.key(), reverse=True)
     keep = keep_count(len(order), halving)
+    while keep < len(order) and _tied(order[keep], order[keep - 1]):
+        keep += 1  # a screen the last kept one is not ahead of is kept too: a short run decides no tie
     target = halving["target"]
     return {
         s.variant: (
