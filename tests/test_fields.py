@@ -40,6 +40,7 @@ PREPARE = {
     "cluster:container.base": {("container", "runtime"): "bwrap"},
     "cluster:control_plane.nats": {("control_plane", "event_plane"): "nats", ("control_plane", "discovery"): "etcd"},
     "cluster:control_plane.etcd": {("control_plane", "discovery"): "etcd"},
+    "cluster:telemetry.port": {("telemetry", "source"): "dcgm"},  # a site DCGM exporter's (render/telemetry)
 }
 RECIPES = sorted((ROOT / "recipes").glob("*.yaml"))
 

@@ -243,6 +243,7 @@ class Benchmark:
     aiperf: str
     tokenizer: str | None
     hf_home: str | None
+    gpu_telemetry: dict | None = None  # {source: dcgm, port} | {source: pynvml}; None: unmeasured (run/energy)
 
 
 @dataclass(frozen=True)
