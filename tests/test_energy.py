@@ -1,0 +1,249 @@
+"""GPU power and energy through aiperf's telemetry: the cluster fact, the plan, aiperf's options, the
+result's figures, the summary; and aiperf's own collector against the stand-in DCGM exporter."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from servesweep.contract.plan import Plan
+from servesweep.fileio.errors import InputError
+from servesweep.render.cluster import load_cluster_file
+from servesweep.render.plan import render
+from servesweep.render.recipe import load_recipe
+from servesweep.report.energy import columns, kwh_lines
+from servesweep.run import energy
+from servesweep.run.result import validate_result
+from servesweep.tools import dcgm_standin
+from servesweep.tools.samples import result_doc
+
+from helpers import CLUSTERS, ROOT, require
+
+ENGINE_PYTHON = ROOT / ".venvs" / "engine" / "bin" / "python"
+# aiperf's own DCGM collector scraping an exporter into its own telemetry store, then what it measured
+# per GPU and which energy source its analyzer picks (run in the engine venv, where aiperf lives)
+PROBE = """
+import asyncio, json, sys, time
+from aiperf.common.models.telemetry_models import TelemetryHierarchy
+from aiperf.gpu_telemetry.dcgm_collector import DCGMTelemetryCollector
+from aiperf.metrics.energy_efficiency_analyzer import EnergyEfficiencyAnalyzer
+url, samples = sys.argv[1], int(sys.argv[2])
+store, stamps = TelemetryHierarchy(), set()
+async def keep(records, _collector):
+    for r in records:
+        store.add_record(r)
+        stamps.add(r.timestamp_ns)
+async def collect():
+    c = DCGMTelemetryCollector(url, collection_interval=0.05, record_callback=keep)
+    await c.initialize()
+    await c.start()
+    deadline = time.monotonic() + 30
+    while len(stamps) < samples and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    await c.stop()
+asyncio.run(collect())
+gpus = {}
+for per_gpu in store.telemetry_source_endpoints.values():
+    for g in per_gpu.values():
+        power = g.get_metric_result("nvidia_power_usage", "p", "p", "W")
+        joules = g.get_metric_result("nvidia_energy_consumption", "e", "e", "MJ", is_counter=True).avg * 1e6
+        gpus[g.metadata.gpu_index] = {"power_w": power.avg, "energy_j": joules, "host": g.metadata.hostname}
+span = (max(stamps) - min(stamps)) / 1e9
+e, p, n = sum(v["energy_j"] for v in gpus.values()), sum(v["power_w"] for v in gpus.values()), len(gpus)
+resolve = EnergyEfficiencyAnalyzer._resolve_energy
+sources = [resolve((e, n), (p, n), span)[2].name, resolve((0.0, 0), (p, n), span)[2].name]
+print(json.dumps({"gpus": gpus, "stamps_ns": sorted(stamps), "sources": sources}))
+"""
+
+
+@pytest.fixture
+def standin():
+    """The stand-in exporter on a free loopback port, serving from a thread; stopped at the end."""
+    gpu_curves = dcgm_standin.curves(2, 300.0, 100.0, 4.0, time.time())
+    srv = dcgm_standin.server(0, gpu_curves, "node-a")
+    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}/metrics", gpu_curves
+    srv.shutdown()
+    srv.server_close()
+    thread.join(timeout=5)
+
+
+def test_aiperfs_collector_reads_the_standins_curve_to_within_one_percent(standin):
+    """Each GPU's counter delta is the curve's integral between aiperf's first and last sample, and its
+    mean power the curve's mean over those samples; the counter is the analyzer's first choice."""
+    require("engine venv", None if ENGINE_PYTHON.exists() else f"{ENGINE_PYTHON} is missing (make setup)")
+    url, gpu_curves = standin
+    out = subprocess.run([str(ENGINE_PYTHON), "-c", PROBE, url, "20"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    doc = json.loads(out.stdout)
+    stamps = [s / 1e9 for s in doc["stamps_ns"]]
+    assert len(doc["gpus"]) == 2 and len(stamps) >= 20
+    for index, measured in doc["gpus"].items():
+        curve = gpu_curves[int(index)]
+        assert measured["energy_j"] == pytest.approx(curve.energy_j(stamps[0], stamps[-1]), rel=0.01)
+        mean = sum(curve.power_w(t) for t in stamps) / len(stamps)
+        assert measured["power_w"] == pytest.approx(mean, rel=0.01) and measured["host"] == "node-a"
+    assert doc["gpus"]["1"]["power_w"] > doc["gpus"]["0"]["power_w"]  # every GPU its own curve
+    assert doc["sources"] == ["DCGM_COUNTER", "POWER_INTEGRATION"]
+
+
+def test_the_standin_speaks_dcgm_on_loopback_only(standin):
+    url, _ = standin
+    text = dcgm_standin.exposition(dcgm_standin.curves(1, 200.0, 0.0, 1.0, 0.0), "h", 10.0)
+    assert 'DCGM_FI_DEV_POWER_USAGE{gpu="0",UUID="GPU-standin-h-0",' in text and "} 200.000000" in text
+    assert "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter" in text  # mJ: 10 s at 200 W = 2e6 mJ more
+    assert f"{dcgm_standin.COUNTER_AT_START_MJ + 2e6:.6f}" in text
+    assert url.startswith("http://127.0.0.1:") and dcgm_standin.BIND == "127.0.0.1"
+
+
+def _with_telemetry(cluster: str, telemetry: dict | None):
+    c = CLUSTERS[cluster]
+    doc = {k: v for k, v in c.doc.items() if k != "telemetry"} | ({"telemetry": telemetry} if telemetry else {})
+    return dataclasses.replace(c, doc=doc)
+
+
+def _plan(recipe: str, telemetry: dict | None) -> Plan:
+    r = load_recipe(ROOT / "recipes" / f"{recipe}.yaml")
+    return Plan.from_json(render(r, _with_telemetry(r.clusters[0], telemetry), r.concurrency[0]))
+
+
+@dataclasses.dataclass
+class _Addresses:
+    """Stands in for a running stack's context: node i is at 10.0.0.(i+1)."""
+
+    plan: Plan
+
+    def addr(self, proc: str) -> str:
+        return f"10.0.0.{self.plan.process(proc).node + 1}"
+
+
+def test_the_cluster_fact_reaches_aiperf_with_every_gpu_node(tmp_path):
+    plan = _plan("dsv4-gb200-1p1d-tp4-dyn-trtllm", {"source": "dcgm", "port": 9400})
+    assert plan.benchmark.gpu_telemetry == {"source": "dcgm", "port": 9400}
+    argv = energy.telemetry_argv(plan, _Addresses(plan), tmp_path)
+    assert argv == ["--gpu-telemetry", "http://10.0.0.1:9400/metrics", "http://10.0.0.2:9400/metrics"]
+    roles = json.loads((tmp_path / energy.NODES_FILE).read_text())
+    assert roles["10.0.0.1:9400"]["3"] == "prefill" and roles["10.0.0.2:9400"]["0"] == "decode"
+    pynvml = _plan("local-agg-2x-mocker", {"source": "pynvml"})
+    assert energy.telemetry_argv(pynvml, _Addresses(pynvml), tmp_path) == ["--gpu-telemetry", "pynvml"]
+    none = _plan("local-agg-2x-mocker", {"source": "none"})
+    assert none.benchmark.gpu_telemetry is None
+    assert energy.telemetry_argv(none, _Addresses(none), tmp_path) == ["--no-gpu-telemetry"]
+    assert energy.ENV == {"AIPERF_GPU_DEFAULT_DCGM_ENDPOINTS": "[]"}  # no foreign exporter on 9400/9401
+
+
+def test_a_dcgm_telemetry_without_its_port_is_refused_naming_the_field(tmp_path):
+    doc = yaml.safe_load((ROOT / "profiles" / "local" / "cluster.yaml").read_text())
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump(doc | {"telemetry": {"source": "dcgm"}}))
+    with pytest.raises(InputError) as e:
+        load_cluster_file(path)
+    assert "cluster.yaml: telemetry.port: required key is missing" in str(e.value)
+    path.write_text(yaml.safe_dump(doc | {"telemetry": {"source": "pynvml", "port": 9400}}))
+    with pytest.raises(InputError) as e:
+        load_cluster_file(path)
+    assert "cluster.yaml: telemetry.port: 9400 is not one of ['only with source: dcgm']" in str(e.value)
+
+
+def _gpu(index: int, power: float, energy_mj: float | None) -> dict:
+    metrics = {"nvidia_power_usage": {"avg": power, "unit": "W"}}
+    if energy_mj is not None:
+        metrics["nvidia_energy_consumption"] = {"avg": energy_mj, "unit": "MJ"}
+    return {"gpu_index": index, "hostname": "n", "metrics": metrics}
+
+
+def _export(counter: bool = True) -> dict:
+    """aiperf 0.13's profile_export_aiperf.json as its energy analyzer and telemetry exporter write it."""
+    mj = (lambda j: j / 1e6) if counter else (lambda j: None)  # noqa: E731
+    return {
+        "nvidia_total_gpu_energy": {"unit": "J", "avg": 36000.0},
+        "nvidia_average_gpu_power": {"unit": "W", "avg": 3600.0},
+        "nvidia_energy_per_output_token": {"unit": "mJ/token", "avg": 1800.0},
+        "nvidia_output_tokens_per_joule": {"unit": "tokens/J", "avg": 1 / 1.8},
+        "telemetry_data": {
+            "endpoints": {
+                "10.0.0.1:9400": {"gpus": {f"gpu_{i}": _gpu(i, 400.0, mj(4000.0)) for i in range(4)}},
+                "10.0.0.2:9400": {"gpus": {f"gpu_{i}": _gpu(i, 500.0, mj(5000.0)) for i in range(4)}},
+            }
+        },
+    }
+
+
+def _artifacts(tmp_path: Path) -> Path:
+    art = tmp_path / "aiperf"
+    art.mkdir()
+    roles = {
+        "10.0.0.1:9400": {str(i): "prefill" for i in range(4)},
+        "10.0.0.2:9400": {str(i): "decode" for i in range(4)},
+    }
+    (art / energy.NODES_FILE).write_text(json.dumps(roles))
+    samples = [  # 100 W before the first request at t=10 s, 450 W after it
+        {"timestamp_ns": t * 10**9, "telemetry_source_url": "http://10.0.0.1:9400/metrics", "gpu_index": g,
+         "telemetry_data": {"nvidia_power_usage": 100.0 if t < 10 else 450.0}}
+        for t in (8, 9, 11) for g in range(4)
+    ]  # fmt: skip
+    (art / energy.TELEMETRY_EXPORT).write_text("\n".join(json.dumps(s) for s in samples) + "\n")
+    (art / "profile_export.jsonl").write_text(json.dumps({"metadata": {"request_start_ns": 10 * 10**9}}) + "\n")
+    return art
+
+
+def test_the_result_records_power_energy_per_token_and_idle_power(tmp_path):
+    plan = _plan("dsv4-gb200-1p1d-tp4-dyn-trtllm", {"source": "dcgm", "port": 9400})
+    why: dict = {}
+    e = energy.figures(plan, _export(), _artifacts(tmp_path), why)
+    assert e == {
+        "source": "counter",
+        "gpus": 8,
+        "avg_power_w_per_gpu": 450.0,
+        "power_w_per_gpu_by_role": {"decode": 500.0, "prefill": 400.0},
+        "energy_j": 36000.0,
+        "energy_per_output_token_j": 1.8,
+        "output_tokens_per_joule": pytest.approx(1 / 1.8),
+        "idle_power_w_per_gpu": 100.0,
+        "telemetry": ["10.0.0.1:9400", "10.0.0.2:9400"],
+    }
+    assert why == {}
+    assert energy.figures(plan, _export(counter=False), tmp_path / "aiperf", why)["source"] == "integrated power"
+    doc = result_doc("r", 4, 0.3, 1000.0)
+    doc["figures"]["energy"] = e
+    assert validate_result(doc) == []
+    cell = columns(doc)["energy_cell"]
+    assert cell == "decode 500 prefill 400 W/GPU · 1.8 J/tok · 0.556 tok/J · idle 100 W (counter)"
+
+
+def test_unmeasured_energy_is_a_dash_with_the_reason(tmp_path):
+    why: dict = {}
+    local = _plan("local-agg-2x-mocker", None)
+    assert energy.figures(local, _export(), tmp_path, why) is None
+    assert why["energy"] == "cluster local declares no GPU telemetry (telemetry: none or unset)"
+    cpu = dataclasses.replace(local, topology={**local.topology, "gpus": 0})
+    energy.figures(cpu, _export(), tmp_path, why)
+    assert why["energy"] == "a CPU stack: no GPU to measure"
+    four = _plan("dsv4-gb200-1p1d-tp4-dyn-trtllm", {"source": "dcgm", "port": 9400})
+    shared = _export()
+    del shared["telemetry_data"]["endpoints"]["10.0.0.2:9400"]
+    assert energy.figures(dataclasses.replace(four), shared, tmp_path, why) is None
+    assert "reports 4 GPUs and the stack holds 8" in why["energy"]
+    assert energy.figures(four, {}, tmp_path, why) is None
+    assert (
+        why["energy"] == "aiperf measured no GPU power or energy from the DCGM exporters at port 9400 over the window"
+    )
+    doc = result_doc("r", 4, 0.3, 1000.0) | {"unmeasured": {"energy": "a CPU stack: no GPU to measure"}}
+    doc["figures"]["energy"] = None
+    assert columns(doc)["energy_cell"] == "– (a CPU stack: no GPU to measure)"
+
+
+def test_the_gpu_time_table_gains_the_measured_kwh():
+    import pandas as pd
+
+    df = pd.DataFrame({"stack_id": ["a", "a", "b"], "energy_j": [1.8e6, 1.8e6, None]})
+    assert kwh_lines(df) == ["", "GPU energy of the benchmark windows (aiperf's telemetry): a 1.0000 kWh; b – kWh."]
+    assert kwh_lines(pd.DataFrame({"stack_id": ["a"], "energy_j": [None]})) == []
