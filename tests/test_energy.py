@@ -126,92 +126,104 @@ class _Addresses:
 
 
 def test_the_cluster_fact_reaches_aiperf_with_every_gpu_node(tmp_path):
-    plan = _plan("dsv4-gb200-1p1d-tp4-dyn-trtllm", {"source": "dcgm", "port": 9400})
-    assert plan.benchmark.gpu_telemetry == {"source": "dcgm", "port": 9400}
+    plan = _plan("dsv4-gb200-1p1d-tp4-dyn-trtllm", {"source": "dcgm", "port": 9400, "interval_s": 0.1})
+    assert plan.benchmark.gpu_telemetry == {"source": "dcgm", "port": 9400, "interval_s": 0.1}
     argv = energy.telemetry_argv(plan, _Addresses(plan), tmp_path)
     assert argv == ["--gpu-telemetry", "http://10.0.0.1:9400/metrics", "http://10.0.0.2:9400/metrics"]
     roles = json.loads((tmp_path / energy.NODES_FILE).read_text())
-    assert roles["10.0.0.1:9400"]["3"] == "prefill" and roles["10.0.0.2:9400"]["0"] == "decode"
+    assert roles == {
+        "10.0.0.1:9400": dict.fromkeys("0123", "prefill"),
+        "10.0.0.2:9400": dict.fromkeys("0123", "decode"),
+    }
+    assert energy.telemetry_env(plan) == {  # no foreign exporter on 9400/9401; the counter's grace: two samples
+        "AIPERF_GPU_DEFAULT_DCGM_ENDPOINTS": "[]",
+        "AIPERF_GPU_COLLECTION_INTERVAL": "0.1",
+        "AIPERF_GPU_FINAL_SCRAPE_GRACE_NS": "200000000",
+    }
     pynvml = _plan("local-agg-2x-mocker", {"source": "pynvml"})
     assert energy.telemetry_argv(pynvml, _Addresses(pynvml), tmp_path) == ["--gpu-telemetry", "pynvml"]
+    assert json.loads((tmp_path / energy.NODES_FILE).read_text()) == {"localhost": {"0": "agg", "1": "agg"}}
     none = _plan("local-agg-2x-mocker", {"source": "none"})
-    assert none.benchmark.gpu_telemetry is None
+    assert (
+        none.benchmark.gpu_telemetry is None
+        and "gpu_telemetry"
+        not in render(load_recipe(ROOT / "recipes" / "local-agg-2x-mocker.yaml"), CLUSTERS["local"], 4)["benchmark"]
+    )  # a cluster without telemetry renders the plan it rendered before telemetry existed
     assert energy.telemetry_argv(none, _Addresses(none), tmp_path) == ["--no-gpu-telemetry"]
-    assert energy.ENV == {"AIPERF_GPU_DEFAULT_DCGM_ENDPOINTS": "[]"}  # no foreign exporter on 9400/9401
+    assert energy.telemetry_env(none) == {"AIPERF_GPU_DEFAULT_DCGM_ENDPOINTS": "[]"}
 
 
-def test_a_dcgm_telemetry_without_its_port_is_refused_naming_the_field(tmp_path):
+def test_a_telemetry_fact_that_cannot_work_is_refused_naming_the_field(tmp_path):
     doc = yaml.safe_load((ROOT / "profiles" / "local" / "cluster.yaml").read_text())
     path = tmp_path / "cluster.yaml"
-    path.write_text(yaml.safe_dump(doc | {"telemetry": {"source": "dcgm"}}))
-    with pytest.raises(InputError) as e:
-        load_cluster_file(path)
-    assert "cluster.yaml: telemetry.port: required key is missing" in str(e.value)
-    path.write_text(yaml.safe_dump(doc | {"telemetry": {"source": "pynvml", "port": 9400}}))
-    with pytest.raises(InputError) as e:
-        load_cluster_file(path)
-    assert "cluster.yaml: telemetry.port: 9400 is not one of ['only with source: dcgm']" in str(e.value)
+    for telemetry, message in (
+        ({"source": "dcgm"}, "telemetry.port: required key is missing"),
+        ({"source": "pynvml", "port": 9400}, "telemetry.port: 9400 is not one of ['only with source: dcgm']"),
+        ({"source": "none", "interval_s": 1}, "telemetry.interval_s: 1 is not one of ['only with source: dcgm or"),
+    ):
+        path.write_text(yaml.safe_dump(doc | {"telemetry": telemetry}))
+        with pytest.raises(InputError) as e:
+            load_cluster_file(path)
+        assert f"cluster.yaml: {message}" in str(e.value)
 
 
-def _gpu(index: int, power: float, energy_mj: float | None) -> dict:
+def _gpu(index: int, power: float, counter: bool) -> dict:
+    """One GPU of aiperf's telemetry export: its power over the window, its energy counter's delta (MJ)."""
     metrics = {"nvidia_power_usage": {"avg": power, "unit": "W"}}
-    if energy_mj is not None:
-        metrics["nvidia_energy_consumption"] = {"avg": energy_mj, "unit": "MJ"}
+    if counter:
+        metrics["nvidia_energy_consumption"] = {"avg": power * 10 / 1e6, "unit": "MJ"}
     return {"gpu_index": index, "hostname": "n", "metrics": metrics}
 
 
 def _export(counter: bool = True) -> dict:
-    """aiperf 0.13's profile_export_aiperf.json as its energy analyzer and telemetry exporter write it."""
-    mj = (lambda j: j / 1e6) if counter else (lambda j: None)  # noqa: E731
+    """aiperf 0.13's profile_export_aiperf.json over a 10 s window; node 1's exporter also lists the four
+    GPUs (at 700 W) that the stack does not hold."""
+    node1 = {f"gpu_{i}": _gpu(i, 400.0 if i < 4 else 700.0, counter) for i in range(8)}
     return {
-        "nvidia_total_gpu_energy": {"unit": "J", "avg": 36000.0},
-        "nvidia_average_gpu_power": {"unit": "W", "avg": 3600.0},
-        "nvidia_energy_per_output_token": {"unit": "mJ/token", "avg": 1800.0},
-        "nvidia_output_tokens_per_joule": {"unit": "tokens/J", "avg": 1 / 1.8},
+        "start_time": "2026-12-04T10:00:00.000000",
+        "end_time": "2026-12-04T10:00:10.000000",
+        "total_output_tokens": {"unit": "tokens", "avg": 20000.0},
         "telemetry_data": {
             "endpoints": {
-                "10.0.0.1:9400": {"gpus": {f"gpu_{i}": _gpu(i, 400.0, mj(4000.0)) for i in range(4)}},
-                "10.0.0.2:9400": {"gpus": {f"gpu_{i}": _gpu(i, 500.0, mj(5000.0)) for i in range(4)}},
+                "10.0.0.1:9400": {"gpus": node1},
+                "10.0.0.2:9400": {"gpus": {f"gpu_{i}": _gpu(i, 500.0, counter) for i in range(4)}},
             }
         },
     }
 
 
-def _artifacts(tmp_path: Path) -> Path:
+def _artifacts(tmp_path: Path, plan: Plan) -> Path:
     art = tmp_path / "aiperf"
-    art.mkdir()
-    roles = {
-        "10.0.0.1:9400": {str(i): "prefill" for i in range(4)},
-        "10.0.0.2:9400": {str(i): "decode" for i in range(4)},
-    }
-    (art / energy.NODES_FILE).write_text(json.dumps(roles))
-    samples = [  # 100 W before the first request at t=10 s, 450 W after it
+    energy.telemetry_argv(plan, _Addresses(plan), art)
+    samples = [  # 100 W before the first request at t=10 s, 450 W after it; GPU 7 is not the stack's
         {"timestamp_ns": t * 10**9, "telemetry_source_url": "http://10.0.0.1:9400/metrics", "gpu_index": g,
-         "telemetry_data": {"nvidia_power_usage": 100.0 if t < 10 else 450.0}}
-        for t in (8, 9, 11) for g in range(4)
+         "telemetry_data": {"nvidia_power_usage": 100.0 if t < 10 and g < 4 else 450.0}}
+        for t in (8, 9, 11) for g in (0, 1, 2, 3, 7)
     ]  # fmt: skip
     (art / energy.TELEMETRY_EXPORT).write_text("\n".join(json.dumps(s) for s in samples) + "\n")
     (art / "profile_export.jsonl").write_text(json.dumps({"metadata": {"request_start_ns": 10 * 10**9}}) + "\n")
     return art
 
 
-def test_the_result_records_power_energy_per_token_and_idle_power(tmp_path):
+def test_the_result_records_the_stacks_power_energy_per_token_and_idle_power(tmp_path):
     plan = _plan("dsv4-gb200-1p1d-tp4-dyn-trtllm", {"source": "dcgm", "port": 9400})
     why: dict = {}
-    e = energy.figures(plan, _export(), _artifacts(tmp_path), why)
+    art = _artifacts(tmp_path, plan)
+    e = energy.figures(plan, _export(), art, why)
     assert e == {
         "source": "counter",
         "gpus": 8,
-        "avg_power_w_per_gpu": 450.0,
-        "power_w_per_gpu_by_role": {"decode": 500.0, "prefill": 400.0},
-        "energy_j": 36000.0,
-        "energy_per_output_token_j": 1.8,
+        "avg_power_w_per_gpu": pytest.approx(450.0),
+        "power_w_per_gpu_by_role": {"decode": pytest.approx(500.0), "prefill": pytest.approx(400.0)},
+        "energy_j": pytest.approx(36000.0),  # 4 x 400 W + 4 x 500 W for 10 s: node 1's other GPUs not counted
+        "energy_per_output_token_j": pytest.approx(1.8),
         "output_tokens_per_joule": pytest.approx(1 / 1.8),
         "idle_power_w_per_gpu": 100.0,
         "telemetry": ["10.0.0.1:9400", "10.0.0.2:9400"],
     }
     assert why == {}
-    assert energy.figures(plan, _export(counter=False), tmp_path / "aiperf", why)["source"] == "integrated power"
+    integrated = energy.figures(plan, _export(counter=False), art, why)
+    assert integrated["source"] == "integrated power" and integrated["energy_j"] == pytest.approx(36000.0)
     doc = result_doc("r", 4, 0.3, 1000.0)
     doc["figures"]["energy"] = e
     assert validate_result(doc) == []
@@ -227,15 +239,18 @@ def test_unmeasured_energy_is_a_dash_with_the_reason(tmp_path):
     cpu = dataclasses.replace(local, topology={**local.topology, "gpus": 0})
     energy.figures(cpu, _export(), tmp_path, why)
     assert why["energy"] == "a CPU stack: no GPU to measure"
-    four = _plan("dsv4-gb200-1p1d-tp4-dyn-trtllm", {"source": "dcgm", "port": 9400})
-    shared = _export()
-    del shared["telemetry_data"]["endpoints"]["10.0.0.2:9400"]
-    assert energy.figures(dataclasses.replace(four), shared, tmp_path, why) is None
-    assert "reports 4 GPUs and the stack holds 8" in why["energy"]
-    assert energy.figures(four, {}, tmp_path, why) is None
-    assert (
-        why["energy"] == "aiperf measured no GPU power or energy from the DCGM exporters at port 9400 over the window"
+    plan = _plan("dsv4-gb200-1p1d-tp4-dyn-trtllm", {"source": "dcgm", "port": 9400})
+    art = _artifacts(tmp_path, plan)
+    one_node = _export()
+    del one_node["telemetry_data"]["endpoints"]["10.0.0.2:9400"]  # its exporter was not reached
+    assert energy.figures(plan, one_node, art, why) is None
+    assert why["energy"] == (
+        "aiperf measured no power or energy from the DCGM exporters at port 9400 for 10.0.0.2:9400 GPU 0, "
+        "10.0.0.2:9400 GPU 1, 10.0.0.2:9400 GPU 2, 10.0.0.2:9400 GPU 3 over the window"
     )
+    two_nodes = _plan("dsv4-gb200-1p1d-tp4-dyn-trtllm", {"source": "pynvml"})
+    assert energy.figures(two_nodes, _export(), art, why) is None
+    assert why["energy"] == "pynvml reads the client's own host only and this stack's GPUs span several nodes"
     doc = result_doc("r", 4, 0.3, 1000.0) | {"unmeasured": {"energy": "a CPU stack: no GPU to measure"}}
     doc["figures"]["energy"] = None
     assert columns(doc)["energy_cell"] == "– (a CPU stack: no GPU to measure)"

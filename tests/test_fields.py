@@ -41,6 +41,7 @@ PREPARE = {
     "cluster:control_plane.nats": {("control_plane", "event_plane"): "nats", ("control_plane", "discovery"): "etcd"},
     "cluster:control_plane.etcd": {("control_plane", "discovery"): "etcd"},
     "cluster:telemetry.port": {("telemetry", "source"): "dcgm"},  # a site DCGM exporter's (render/telemetry)
+    "cluster:telemetry.interval_s": {("telemetry", "source"): "dcgm", ("telemetry", "port"): 9400},
 }
 RECIPES = sorted((ROOT / "recipes").glob("*.yaml"))
 

@@ -12,9 +12,8 @@ def plan_field(cluster: Cluster) -> dict:
     t = cluster.doc.get("telemetry") or {"source": "none"}
     if t["source"] == "none":
         return {}
-    if t["source"] == "pynvml":
-        return {"gpu_telemetry": {"source": "pynvml"}}
-    return {"gpu_telemetry": {"source": "dcgm", "port": t["port"]}}
+    spec = {"source": t["source"]} | {k: t[k] for k in ("port", "interval_s") if k in t}
+    return {"gpu_telemetry": spec}
 
 
 def unmeasured_reason(cluster_name: str, gpus: int) -> str:

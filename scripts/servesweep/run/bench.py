@@ -86,7 +86,7 @@ def aiperf_env(plan: Plan, run_dir: Path, tmp: Path, base: dict) -> dict:
     env["TMPDIR"] = str(tmp)
     env["XDG_CACHE_HOME"] = str(run_dir / "cache")
     env["MPLCONFIGDIR"] = str(tmp)
-    env |= energy.ENV  # energy's hook: only the plan's exporters count
+    env |= energy.telemetry_env(plan)  # energy's hook: only the plan's exporters, at the cluster's interval
     return env
 
 

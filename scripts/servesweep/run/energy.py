@@ -10,6 +10,7 @@ the window. Nothing here integrates power by hand."""
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 
 from ..contract.plan import Plan
@@ -20,8 +21,7 @@ from .spawn import Context
 NODES_FILE = "gpu-telemetry-nodes.json"  # beside aiperf's artifacts: exporter -> GPU index -> role
 TELEMETRY_EXPORT = "gpu_telemetry_export.jsonl"  # aiperf's per-sample telemetry export
 POWER, ENERGY = "nvidia_power_usage", "nvidia_energy_consumption"  # aiperf's per-GPU field names
-# aiperf's exporters are ours only: it would add localhost:9400/9401, whoever serves them, to the sum
-ENV = {"AIPERF_GPU_DEFAULT_DCGM_ENDPOINTS": "[]"}
+PYNVML = "pynvml://localhost"  # aiperf's name for its own NVML reader's samples
 
 
 def _display(url: str) -> str:
@@ -30,22 +30,112 @@ def _display(url: str) -> str:
 
 
 def telemetry_argv(plan: Plan, ctx: Context, artifact_dir: Path) -> list[str]:
-    """aiperf's telemetry options; for DCGM, which node's GPU is which role's is kept in NODES_FILE."""
+    """aiperf's telemetry options; which exporter's GPU is which role's is kept in NODES_FILE."""
     spec = plan.benchmark.gpu_telemetry
     if spec is None:
         return ["--no-gpu-telemetry"]
-    if spec["source"] == "pynvml":
-        return ["--gpu-telemetry", "pynvml"]
     nodes: dict[int, dict[str, str]] = {}
     first: dict[int, str] = {}
     for p in plan.processes:
         if p.gpus:
             first.setdefault(p.node, p.name)
             nodes.setdefault(p.node, {}).update({str(g): p.role for g in p.gpus})
-    urls = {n: f"http://{ctx.addr(first[n])}:{spec['port']}/metrics" for n in sorted(nodes)}
+    if spec["source"] == "pynvml":  # aiperf reads the GPUs of its own host: the stack's one node
+        urls, argv = {n: PYNVML for n in sorted(nodes)[:1]}, ["--gpu-telemetry", "pynvml"]
+    else:
+        urls = {n: f"http://{ctx.addr(first[n])}:{spec['port']}/metrics" for n in sorted(nodes)}
+        argv = ["--gpu-telemetry", *urls.values()]
     artifact_dir.mkdir(parents=True, exist_ok=True)
     (artifact_dir / NODES_FILE).write_text(json.dumps({_display(u): nodes[n] for n, u in urls.items()}, indent=1))
-    return ["--gpu-telemetry", *urls.values()]
+    return argv
+
+
+def telemetry_env(plan: Plan) -> dict:
+    """aiperf's exporters are the plan's only (it would add localhost:9400/9401, whoever serves them, to
+    its sums), sampled every ``interval_s`` where the cluster says; the energy counter's last sample may
+    land up to two samples after the window (aiperf's grace)."""
+    spec = plan.benchmark.gpu_telemetry or {}
+    env = {"AIPERF_GPU_DEFAULT_DCGM_ENDPOINTS": "[]"}
+    if spec.get("interval_s"):
+        env["AIPERF_GPU_COLLECTION_INTERVAL"] = str(spec["interval_s"])
+        env["AIPERF_GPU_FINAL_SCRAPE_GRACE_NS"] = str(round(2e9 * spec["interval_s"]))
+    return env
+
+
+def _gpus(export: dict) -> dict[tuple[str, str], dict]:
+    """(exporter, GPU index) -> aiperf's per-GPU metrics over the profiling window (the energy counter's
+    delta is the one its energy analyzer sums)."""
+    endpoints = (export.get("telemetry_data") or {}).get("endpoints") or {}
+    return {
+        (ep, str(g.get("gpu_index"))): g.get("metrics") or {}
+        for ep, e in endpoints.items()
+        for g in ((e or {}).get("gpus") or {}).values()
+    }
+
+
+def _window_s(export: dict) -> float | None:
+    """The profiling window aiperf's analyzer divides energy by (its export's start and end times)."""
+    try:
+        start, end = (datetime.fromisoformat(export[k]) for k in ("start_time", "end_time"))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return (end - start).total_seconds() or None
+
+
+def _stack_gpus(plan: Plan, export: dict, artifact_dir: Path, why: dict) -> dict | None:
+    """(exporter, index) -> (role, aiperf's metrics) of each of the stack's GPUs; None with the reason
+    when aiperf measured not all of them (an exporter not reached, a GPU the exporter does not list)."""
+    spec = plan.benchmark.gpu_telemetry
+    try:
+        roles = json.loads((artifact_dir / NODES_FILE).read_text())
+    except (OSError, ValueError):
+        roles = {}
+    measured = _gpus(export)
+    ours = {(ep, g): role for ep, per_gpu in roles.items() for g, role in per_gpu.items()}
+    missing = sorted(f"{ep} GPU {g}" for ep, g in ours if not {POWER, ENERGY} & set(measured.get((ep, g), {})))
+    if not ours or missing:
+        what = "pynvml" if spec["source"] == "pynvml" else f"the DCGM exporters at port {spec['port']}"
+        shown = ", ".join(missing[:4]) + (" …" if len(missing) > 4 else "") if missing else "any GPU of the stack"
+        why["energy"] = f"aiperf measured no power or energy from {what} for {shown} over the window"
+        return None
+    return {key: (role, measured[key]) for key, role in ours.items()}
+
+
+def figures(plan: Plan, export: dict, artifact_dir: Path, why: dict) -> dict | None:
+    """The result's ``energy`` over the stack's own GPUs (a node's exporter lists all of its GPUs): the
+    energy counter's delta as aiperf took it where every GPU has one, else aiperf's mean power x the
+    window, as aiperf's own analyzer chooses; None with the reason where they were not measured."""
+    spec = plan.benchmark.gpu_telemetry
+    if spec is None:
+        why["energy"] = unmeasured_reason(plan.run_cluster, plan.gpus_total)
+        return None
+    if spec["source"] == "pynvml" and len({p.node for p in plan.processes if p.gpus}) > 1:
+        why["energy"] = "pynvml reads the client's own host only and this stack's GPUs span several nodes"
+        return None
+    gpus, window = _stack_gpus(plan, export, artifact_dir, why), _window_s(export)
+    if gpus is None or window is None:
+        why.setdefault("energy", "aiperf's export has no profiling window (start_time, end_time)")
+        return None
+    counter = all((m.get(ENERGY) or {}).get("avg") for _, m in gpus.values())
+    joules = {k: m[ENERGY]["avg"] * 1e6 if counter else (m.get(POWER) or {}).get("avg", 0.0) * window
+              for k, (_, m) in gpus.items()}  # fmt: skip
+    total, tokens = sum(joules.values()), _stat(export, "total_output_tokens")
+    by_role: dict[str, list[float]] = {}
+    for k, (role, _) in gpus.items():
+        by_role.setdefault(role, []).append(joules[k] / window)
+    return {
+        "source": "counter" if counter else "integrated power",
+        "gpus": len(gpus),
+        "avg_power_w_per_gpu": total / window / len(gpus),
+        "power_w_per_gpu_by_role": {r: sum(w) / len(w) for r, w in sorted(by_role.items())}
+        if len(by_role) > 1
+        else None,
+        "energy_j": total,
+        "energy_per_output_token_j": total / tokens if tokens else None,
+        "output_tokens_per_joule": tokens / total if tokens and total else None,
+        "idle_power_w_per_gpu": _idle(artifact_dir, set(gpus), why),
+        "telemetry": sorted({ep for ep, _ in gpus}),
+    }
 
 
 def _stat(export: dict, metric: str):
@@ -53,61 +143,8 @@ def _stat(export: dict, metric: str):
     return m.get("avg") if isinstance(m, dict) else None
 
 
-def _gpus(export: dict) -> list[tuple[str, dict]]:
-    """(exporter, per-GPU summary) of every GPU in aiperf's telemetry over the profiling window."""
-    endpoints = (export.get("telemetry_data") or {}).get("endpoints") or {}
-    return [(ep, g) for ep, e in endpoints.items() for g in ((e or {}).get("gpus") or {}).values()]
-
-
-def figures(plan: Plan, export: dict, artifact_dir: Path, why: dict) -> dict | None:
-    """The result's ``energy``; None with the reason where the point's GPUs were not measured."""
-    spec = plan.benchmark.gpu_telemetry
-    if spec is None:
-        why["energy"] = unmeasured_reason(plan.run_cluster, plan.gpus_total)
-        return None
-    gpus = [(ep, g) for ep, g in _gpus(export) if POWER in g["metrics"] or ENERGY in g["metrics"]]
-    energy_j = _stat(export, "nvidia_total_gpu_energy")
-    if not gpus or energy_j is None:
-        what = "pynvml" if spec["source"] == "pynvml" else f"the DCGM exporters at port {spec['port']}"
-        why["energy"] = f"aiperf measured no GPU power or energy from {what} over the window"
-        return None
-    if len(gpus) != plan.gpus_total:
-        why["energy"] = (
-            f"aiperf's telemetry reports {len(gpus)} GPUs and the stack holds {plan.gpus_total}: "
-            "its energy would not be this stack's"
-        )
-        return None
-    per_token = _stat(export, "nvidia_energy_per_output_token")  # mJ per token
-    counter = any((g["metrics"].get(ENERGY) or {}).get("avg") for _, g in gpus)
-    return {
-        "source": "counter" if counter else "integrated power",
-        "gpus": len(gpus),
-        "avg_power_w_per_gpu": (_stat(export, "nvidia_average_gpu_power") or 0.0) / len(gpus),
-        "power_w_per_gpu_by_role": _by_role(gpus, artifact_dir),
-        "energy_j": energy_j,
-        "energy_per_output_token_j": None if per_token is None else per_token / 1000,
-        "output_tokens_per_joule": _stat(export, "nvidia_output_tokens_per_joule"),
-        "idle_power_w_per_gpu": _idle(artifact_dir, why),
-        "telemetry": sorted({ep for ep, _ in gpus}),
-    }
-
-
-def _by_role(gpus: list[tuple[str, dict]], artifact_dir: Path) -> dict | None:
-    """Each role's mean GPU power over the window, where the stack's GPUs serve more than one role."""
-    try:
-        roles = json.loads((artifact_dir / NODES_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-    power: dict[str, list[float]] = {}
-    for ep, g in gpus:
-        role, avg = (roles.get(ep) or {}).get(str(g["gpu_index"])), (g["metrics"].get(POWER) or {}).get("avg")
-        if role is not None and avg is not None:
-            power.setdefault(role, []).append(avg)
-    return {r: sum(w) / len(w) for r, w in sorted(power.items())} if len(power) > 1 else None
-
-
-def _idle(artifact_dir: Path, why: dict) -> float | None:
-    """Mean GPU power over aiperf's samples taken before its first request (warm-up included)."""
+def _idle(artifact_dir: Path, ours: set, why: dict) -> float | None:
+    """Mean power of the stack's GPUs over aiperf's samples taken before its first request (warm-up included)."""
     records = request_records(artifact_dir) or []
     starts = [(r.get("metadata") or {}).get("request_start_ns") for r in records]
     first = min((s for s in starts if s), default=None)
@@ -121,9 +158,12 @@ def _idle(artifact_dir: Path, why: dict) -> float | None:
             s = json.loads(line)
         except ValueError:
             continue
-        watts = (s.get("telemetry_data") or {}).get(POWER)
-        if first is not None and watts is not None and s.get("timestamp_ns", first) < first:
-            samples.setdefault((s.get("telemetry_source_url"), s.get("gpu_index")), []).append(watts)
+        watts, key = (
+            (s.get("telemetry_data") or {}).get(POWER),
+            (_display(s.get("telemetry_source_url", "")), str(s.get("gpu_index"))),
+        )
+        if first is not None and watts is not None and key in ours and s.get("timestamp_ns", first) < first:
+            samples.setdefault(key, []).append(watts)
     if not samples:
         why["energy.idle_power_w_per_gpu"] = "aiperf took no GPU telemetry sample before its first request"
         return None
