@@ -8,6 +8,7 @@ import json
 import subprocess
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ from servesweep.run.result import validate_result
 from servesweep.tools import dcgm_standin
 from servesweep.tools.samples import result_doc
 
-from helpers import CLUSTERS, ROOT, require
+from helpers import CLUSTERS, ROOT, copy_workflow, kill_strays, require, snakemake
 
 ENGINE_PYTHON = ROOT / ".venvs" / "engine" / "bin" / "python"
 # aiperf's own DCGM collector scraping an exporter into its own telemetry store, then what it measured
@@ -262,3 +263,39 @@ def test_the_gpu_time_table_gains_the_measured_kwh():
     df = pd.DataFrame({"stack_id": ["a", "a", "b"], "energy_j": [1.8e6, 1.8e6, None]})
     assert kwh_lines(df) == ["", "GPU energy of the benchmark windows (aiperf's telemetry): a 1.0000 kWh; b – kWh."]
     assert kwh_lines(pd.DataFrame({"stack_id": ["a"], "energy_j": [None]})) == []
+
+
+@pytest.mark.integration
+def test_a_local_point_reads_the_standin_and_its_figures_equal_the_curve(tmp_path, standin):
+    """A real point (frontend, two mockers, aiperf, 6 s) with the local cluster's telemetry at the stand-in:
+    energy, energy per output token and power equal the curve's integral over aiperf's window within 1 %,
+    and the summary shows them."""
+    url, gpu_curves = standin
+    wf = copy_workflow(tmp_path / "wf", ["local-agg-2x-mocker"])
+    recipe = yaml.safe_load((wf / "recipes" / "local-agg-2x-mocker.yaml").read_text())
+    recipe.pop("evals", None)
+    recipe["concurrency"], recipe["scenario"]["duration_s"] = [4], 6
+    (wf / "recipes" / "local-agg-2x-mocker.yaml").write_text(yaml.safe_dump(recipe))
+    cluster = wf / "profiles" / "local" / "cluster.yaml"
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    doc = yaml.safe_load(cluster.read_text()) | {"telemetry": {"source": "dcgm", "port": port, "interval_s": 0.02}}
+    cluster.write_text(yaml.safe_dump(doc))
+    since = time.time()
+    try:
+        r = snakemake(wf, "results/summary.md", timeout=300, env={"PYTHONPATH": str(wf / "scripts")})
+        assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    finally:
+        kill_strays(since, wf)
+    result = json.loads((wf / "results" / "local-agg-2x-mocker" / "c4.json").read_text())
+    export = json.loads((wf / result["artifacts"] / "profile_export_aiperf.json").read_text())
+    start, end = (datetime.fromisoformat(export[k]).timestamp() for k in ("start_time", "end_time"))
+    curve_j = gpu_curves[0].energy_j(start, end) + gpu_curves[1].energy_j(start, end)  # the plan's GPUs 0 and 1
+    e, tokens = result["figures"]["energy"], result["figures"]["output_tokens_total"]
+    assert e["source"] == "counter" and e["gpus"] == 2
+    assert e["energy_j"] == pytest.approx(curve_j, rel=0.01)
+    assert e["energy_per_output_token_j"] == pytest.approx(curve_j / tokens, rel=0.01)
+    assert e["output_tokens_per_joule"] == pytest.approx(tokens / curve_j, rel=0.01)
+    assert e["avg_power_w_per_gpu"] == pytest.approx(curve_j / (end - start) / 2, rel=0.01)
+    assert e["energy_per_output_token_j"] == pytest.approx(export["nvidia_energy_per_output_token"]["avg"] / 1000)
+    assert 200.0 <= e["idle_power_w_per_gpu"] <= 440.0  # the curves' range, sampled before the first request
+    assert f"{e['energy_per_output_token_j']:.3g} J/tok" in (wf / "results" / "summary.md").read_text()
