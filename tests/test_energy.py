@@ -22,10 +22,11 @@ from servesweep.render.recipe import load_recipe
 from servesweep.report.energy import columns, kwh_lines
 from servesweep.run import energy
 from servesweep.run.result import validate_result
+from servesweep.run.spawn import Context
 from servesweep.tools import dcgm_standin
 from servesweep.tools.samples import result_doc
 
-from helpers import CLUSTERS, ROOT, copy_workflow, kill_strays, require, snakemake
+from helpers import CLUSTERS, ROOT, assert_no_strays, copy_workflow, kill_strays, require, snakemake
 
 ENGINE_PYTHON = ROOT / ".venvs" / "engine" / "bin" / "python"
 # aiperf's own DCGM collector scraping an exporter into its own telemetry store, then what it measured
@@ -116,14 +117,12 @@ def _plan(recipe: str, telemetry: dict | None) -> Plan:
     return Plan.from_json(render(r, _with_telemetry(r.clusters[0], telemetry), r.concurrency[0]))
 
 
-@dataclasses.dataclass
-class _Addresses:
-    """Stands in for a running stack's context: node i is at 10.0.0.(i+1)."""
-
-    plan: Plan
-
-    def addr(self, proc: str) -> str:
-        return f"10.0.0.{self.plan.process(proc).node + 1}"
+def _Addresses(plan: Plan) -> Context:  # noqa: N802 - reads as the stand-in it is
+    """A running stack's context for ``plan``: node i at 10.0.0.(i+1), port slot 0."""
+    addrs = [f"10.0.0.{n + 1}" for n in range(plan.nodes)]
+    return Context(
+        addrs, [f"n{n}" for n in range(plan.nodes)], 0, "job", Path("run"), {p.name: p for p in plan.processes}
+    )
 
 
 def test_the_cluster_fact_reaches_aiperf_with_every_gpu_node(tmp_path):
@@ -154,13 +153,33 @@ def test_the_cluster_fact_reaches_aiperf_with_every_gpu_node(tmp_path):
     assert energy.telemetry_env(none) == {"AIPERF_GPU_DEFAULT_DCGM_ENDPOINTS": "[]"}
 
 
+STANDIN = [".venvs/engine/bin/python", "{workdir}/scripts/servesweep/tools/dcgm_standin.py", "--port", "{port}"]
+
+
+def test_an_exporter_the_stack_starts_is_a_stack_process_on_each_gpu_node(tmp_path):
+    plan = _plan("dsv4-gb200-1p1d-tp4-dyn-trtllm", {"source": "exporter", "command": [*STANDIN, "--gpus", "4"]})
+    exporters = [p for p in plan.processes if p.role == "telemetry"]
+    assert [(p.name, p.node) for p in exporters] == [("gpu-telemetry-n0", 0), ("gpu-telemetry-n1", 1)]
+    assert "{port:self.metrics}" in exporters[0].argv and exporters[0].ports["metrics"].port in plan.all_ports
+    ctx = _Addresses(plan)
+    port = ctx.port("gpu-telemetry-n1", "metrics")
+    argv = energy.telemetry_argv(plan, ctx, tmp_path)
+    assert argv[:2] == ["--gpu-telemetry", f"http://10.0.0.1:{ctx.port('gpu-telemetry-n0', 'metrics')}/metrics"]
+    assert argv[2] == f"http://10.0.0.2:{port}/metrics"
+    assert not any(p.role == "telemetry" for p in _plan("dsv4-gb200-1p1d-tp4-dyn-trtllm", None).processes)
+    with pytest.raises(InputError, match=r"telemetry.command: names no \{port\}"):
+        _plan("dsv4-gb200-1p1d-tp4-dyn-trtllm", {"source": "exporter", "command": ["exporter", "--port", "9400"]})
+
+
 def test_a_telemetry_fact_that_cannot_work_is_refused_naming_the_field(tmp_path):
     doc = yaml.safe_load((ROOT / "profiles" / "local" / "cluster.yaml").read_text())
     path = tmp_path / "cluster.yaml"
     for telemetry, message in (
         ({"source": "dcgm"}, "telemetry.port: required key is missing"),
         ({"source": "pynvml", "port": 9400}, "telemetry.port: 9400 is not one of ['only with source: dcgm']"),
-        ({"source": "none", "interval_s": 1}, "telemetry.interval_s: 1 is not one of ['only with source: dcgm or"),
+        ({"source": "none", "interval_s": 1}, "telemetry.interval_s: 1 is not one of ['only with source: dcgm,"),
+        ({"source": "exporter"}, "telemetry.command: required key is missing"),
+        ({"source": "pynvml", "command": ["x"]}, "telemetry.command: ['x'] is not one of ['only with source: exporter"),
     ):
         path.write_text(yaml.safe_dump(doc | {"telemetry": telemetry}))
         with pytest.raises(InputError) as e:
@@ -266,29 +285,30 @@ def test_the_gpu_time_table_gains_the_measured_kwh():
 
 
 @pytest.mark.integration
-def test_a_local_point_reads_the_standin_and_its_figures_equal_the_curve(tmp_path, standin):
-    """A real point (frontend, two mockers, aiperf, 6 s) with the local cluster's telemetry at the stand-in:
-    energy, energy per output token and power equal the curve's integral over aiperf's window within 1 %,
-    and the summary shows them."""
-    url, gpu_curves = standin
+def test_a_local_point_reads_the_stacks_standin_and_its_figures_equal_the_curve(tmp_path):
+    """A real point (frontend, two mockers on virtual GPUs 0 and 1, aiperf, 6 s) with the local cluster's
+    telemetry an exporter the stack starts (the stand-in, 8 GPUs): energy, energy per output token and power
+    equal the curve's integral over aiperf's window within 1 %, and the summary shows them."""
+    t0, curve = 1_796_000_000.0, ["--gpus", "8", "--base", "300", "--swing", "100", "--period", "4"]
     wf = copy_workflow(tmp_path / "wf", ["local-agg-2x-mocker"])
     recipe = yaml.safe_load((wf / "recipes" / "local-agg-2x-mocker.yaml").read_text())
     recipe.pop("evals", None)
     recipe["concurrency"], recipe["scenario"]["duration_s"] = [4], 6
     (wf / "recipes" / "local-agg-2x-mocker.yaml").write_text(yaml.safe_dump(recipe))
     cluster = wf / "profiles" / "local" / "cluster.yaml"
-    port = int(url.rsplit(":", 1)[1].split("/")[0])
-    doc = yaml.safe_load(cluster.read_text()) | {"telemetry": {"source": "dcgm", "port": port, "interval_s": 0.02}}
-    cluster.write_text(yaml.safe_dump(doc))
+    telemetry = {"source": "exporter", "command": [*STANDIN, *curve, "--t0", str(t0)], "interval_s": 0.02}
+    cluster.write_text(yaml.safe_dump(yaml.safe_load(cluster.read_text()) | {"telemetry": telemetry}))
     since = time.time()
     try:
         r = snakemake(wf, "results/summary.md", timeout=300, env={"PYTHONPATH": str(wf / "scripts")})
         assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+        assert_no_strays(since, wf)  # the exporter stopped with the stack
     finally:
         kill_strays(since, wf)
     result = json.loads((wf / "results" / "local-agg-2x-mocker" / "c4.json").read_text())
     export = json.loads((wf / result["artifacts"] / "profile_export_aiperf.json").read_text())
     start, end = (datetime.fromisoformat(export[k]).timestamp() for k in ("start_time", "end_time"))
+    gpu_curves = dcgm_standin.curves(8, 300.0, 100.0, 4.0, t0)
     curve_j = gpu_curves[0].energy_j(start, end) + gpu_curves[1].energy_j(start, end)  # the plan's GPUs 0 and 1
     e, tokens = result["figures"]["energy"], result["figures"]["output_tokens_total"]
     assert e["source"] == "counter" and e["gpus"] == 2
@@ -296,6 +316,5 @@ def test_a_local_point_reads_the_standin_and_its_figures_equal_the_curve(tmp_pat
     assert e["energy_per_output_token_j"] == pytest.approx(curve_j / tokens, rel=0.01)
     assert e["output_tokens_per_joule"] == pytest.approx(tokens / curve_j, rel=0.01)
     assert e["avg_power_w_per_gpu"] == pytest.approx(curve_j / (end - start) / 2, rel=0.01)
-    assert e["energy_per_output_token_j"] == pytest.approx(export["nvidia_energy_per_output_token"]["avg"] / 1000)
-    assert 200.0 <= e["idle_power_w_per_gpu"] <= 440.0  # the curves' range, sampled before the first request
+    assert 200.0 <= e["idle_power_w_per_gpu"] <= 440.0  # the two curves' range, sampled before the first request
     assert f"{e['energy_per_output_token_j']:.3g} J/tok" in (wf / "results" / "summary.md").read_text()

@@ -42,6 +42,7 @@ PREPARE = {
     "cluster:control_plane.etcd": {("control_plane", "discovery"): "etcd"},
     "cluster:telemetry.port": {("telemetry", "source"): "dcgm"},  # a site DCGM exporter's (render/telemetry)
     "cluster:telemetry.interval_s": {("telemetry", "source"): "dcgm", ("telemetry", "port"): 9400},
+    "cluster:telemetry.command": {("telemetry", "source"): "exporter", ("telemetry", "command"): ["x", "{port}"]},
 }
 RECIPES = sorted((ROOT / "recipes").glob("*.yaml"))
 

@@ -177,7 +177,7 @@ class Process:
     """One physical process of the stack, everything the run side needs to start and watch it."""
 
     name: str
-    role: str  # etcd | nats | kvstore | frontend | balancer | sysguard | agg | prefill | decode
+    role: str  # etcd | nats | kvstore | frontend | balancer | sysguard | agg | prefill | decode | telemetry
     worker: int | None
     node: int
     gpus: tuple[int, ...]
@@ -243,7 +243,7 @@ class Benchmark:
     aiperf: str
     tokenizer: str | None
     hf_home: str | None
-    gpu_telemetry: dict | None = None  # {source: dcgm, port} | {source: pynvml}; None: unmeasured (run/energy)
+    gpu_telemetry: dict | None = None  # {source: dcgm|exporter|pynvml, ...}; None: unmeasured (run/energy)
 
 
 @dataclass(frozen=True)

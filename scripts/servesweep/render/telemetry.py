@@ -3,7 +3,13 @@
 
 from __future__ import annotations
 
+from ..fileio.errors import InputError, Problem
 from .cluster import Cluster
+from .engines import ProcessSpec
+from .ports import PortAllocator
+
+ROLE = "telemetry"  # the plan's role of an exporter the stack starts on each GPU node
+PORT = "{port}"  # where an exporter command takes the port the plan's port table gives it
 
 
 def plan_field(cluster: Cluster) -> dict:
@@ -21,3 +27,20 @@ def unmeasured_reason(cluster_name: str, gpus: int) -> str:
     if not gpus:
         return "a CPU stack: no GPU to measure"
     return f"cluster {cluster_name} declares no GPU telemetry (telemetry: none or unset)"
+
+
+def exporters(cluster: Cluster, engine_procs: list, alloc: PortAllocator) -> list[tuple[int, ProcessSpec]]:
+    """(node, spec) of the exporter the stack starts on each node holding GPUs, where the cluster says
+    ``telemetry: {source: exporter, command}``: a stack process on a port of the plan's port table."""
+    t = cluster.doc.get("telemetry") or {}
+    if t.get("source") != "exporter":
+        return []
+    if not any(PORT in a for a in t["command"]):
+        reason = f"names no {PORT}: the exporter must listen on the port the plan gives it"
+        raise InputError([Problem(cluster.source, "telemetry.command", reason)])
+    out = []
+    for node in sorted({p.node for p in engine_procs if p.gpus}):
+        argv = tuple(a.replace(PORT, "{port:self.metrics}") for a in t["command"])
+        url = "http://{addr:self}:{port:self.metrics}/metrics"  # its health: it serves what aiperf reads
+        out.append((node, ProcessSpec({"metrics": alloc.take()}, argv, {}, url, None)))
+    return out

@@ -14,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ..contract.plan import Plan
+from ..render.telemetry import ROLE as TELEMETRY_ROLE
 from ..render.telemetry import unmeasured_reason
 from .repeats import request_records, run_dirs
 from .spawn import Context
@@ -43,11 +44,20 @@ def telemetry_argv(plan: Plan, ctx: Context, artifact_dir: Path) -> list[str]:
     if spec["source"] == "pynvml":  # aiperf reads the GPUs of its own host: the stack's one node
         urls, argv = {n: PYNVML for n in sorted(nodes)[:1]}, ["--gpu-telemetry", "pynvml"]
     else:
-        urls = {n: f"http://{ctx.addr(first[n])}:{spec['port']}/metrics" for n in sorted(nodes)}
+        urls = {n: _exporter_url(plan, ctx, n, first[n]) for n in sorted(nodes)}
         argv = ["--gpu-telemetry", *urls.values()]
     artifact_dir.mkdir(parents=True, exist_ok=True)
     (artifact_dir / NODES_FILE).write_text(json.dumps({_display(u): nodes[n] for n, u in urls.items()}, indent=1))
     return argv
+
+
+def _exporter_url(plan: Plan, ctx: Context, node: int, on_node: str) -> str:
+    """The exporter of ``node``: the site's at its fixed port, or the one the stack started there."""
+    spec = plan.benchmark.gpu_telemetry
+    if spec["source"] == "dcgm":
+        return f"http://{ctx.addr(on_node)}:{spec['port']}/metrics"
+    own = next(p for p in plan.processes if p.role == TELEMETRY_ROLE and p.node == node)
+    return ctx.url(own.health_url, own.name)
 
 
 def telemetry_env(plan: Plan) -> dict:
@@ -94,7 +104,8 @@ def _stack_gpus(plan: Plan, export: dict, artifact_dir: Path, why: dict) -> dict
     ours = {(ep, g): role for ep, per_gpu in roles.items() for g, role in per_gpu.items()}
     missing = sorted(f"{ep} GPU {g}" for ep, g in ours if not {POWER, ENERGY} & set(measured.get((ep, g), {})))
     if not ours or missing:
-        what = "pynvml" if spec["source"] == "pynvml" else f"the DCGM exporters at port {spec['port']}"
+        what = {"pynvml": "pynvml", "exporter": "the stack's exporters"}.get(spec["source"], "")
+        what = what or f"the DCGM exporters at port {spec['port']}"
         shown = ", ".join(missing[:4]) + (" …" if len(missing) > 4 else "") if missing else "any GPU of the stack"
         why["energy"] = f"aiperf measured no power or energy from {what} for {shown} over the window"
         return None
