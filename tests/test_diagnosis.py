@@ -50,7 +50,7 @@ def test_a_batch_held_at_its_cap_with_a_queue_is_batch_cap_bound():
 def test_engines_holding_far_less_than_the_concurrency_with_no_queue_is_client_bound():
     d = diagnose(_loaded(64, in_flight=_gauge(12.5, 20.0), waiting=_gauge(0.0, 0.0)))
     assert d.bound == "client-bound"
-    assert "held 12.5 requests on average of the 64" in d.because
+    assert "ran 12.5 and queued 0 requests on average of the 64 the client keeps in flight" in d.because
 
 
 def test_client_ttft_far_above_the_servers_is_client_bound():

@@ -32,6 +32,7 @@ RUNTIME_REF = re.compile(rf"\{{({'|'.join(REF_KINDS)}):([A-Za-z0-9_.-]+)\}}|\{{(
 USER_REF_NAMES = ("job_id", "run_dir")  # the ones a recipe may write too
 CONTROL_ROLES = ("etcd", "nats", "kvstore")  # started first, on node 0; every other process needs them
 ENGINE_ROLES = ("agg", "prefill", "decode")
+TELEMETRY_ROLE = "telemetry"  # a GPU exporter the stack starts on a node (render/telemetry, run/energy)
 # A stack's TLS files, in its run dir (run/credentials makes them; render names them in argv/env),
 # and the stack references (``{"from_stack": name}``) that hand a process one of them as PEM text.
 TLS_DIR, TLS_CA, TLS_CERT, TLS_KEY = "tls", "ca.pem", "node.pem", "node.key"

@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+from ..contract.plan import TELEMETRY_ROLE
 from ..fileio.errors import InputError, Problem
 from .cluster import Cluster
 from .engines import ProcessSpec
 from .ports import PortAllocator
 
-ROLE = "telemetry"  # the plan's role of an exporter the stack starts on each GPU node
+ROLE = TELEMETRY_ROLE  # the plan's role of an exporter the stack starts on each GPU node
 PORT = "{port}"  # where an exporter command takes the port the plan's port table gives it
 
 
@@ -20,13 +21,6 @@ def plan_field(cluster: Cluster) -> dict:
         return {}
     spec = {"source": t["source"]} | {k: t[k] for k in ("port", "interval_s") if k in t}
     return {"gpu_telemetry": spec}
-
-
-def unmeasured_reason(cluster_name: str, gpus: int) -> str:
-    """Why a plan without ``gpu_telemetry`` has no energy figures."""
-    if not gpus:
-        return "a CPU stack: no GPU to measure"
-    return f"cluster {cluster_name} declares no GPU telemetry (telemetry: none or unset)"
 
 
 def exporters(cluster: Cluster, engine_procs: list, alloc: PortAllocator) -> list[tuple[int, ProcessSpec]]:

@@ -70,12 +70,12 @@ def _queue(load: dict, batch: dict) -> Diagnosis | None:
 
 
 def _client(load: dict, figs: dict, concurrency: int) -> Diagnosis | None:
-    held = load.get("in_flight")
-    if held is not None and load.get("waiting") is not None and held["mean"] < CLIENT_SHORT * concurrency:
+    held, waiting = load.get("in_flight"), load.get("waiting")
+    if held is not None and waiting is not None and held["mean"] + waiting["mean"] < CLIENT_SHORT * concurrency:
         return Diagnosis(
             "client-bound",
-            f"the engines held {_n(held['mean'])} requests on average of the {concurrency} the client keeps in "
-            "flight, none waiting: the client (or the path to the engines) did not keep the load up",
+            f"the engines ran {_n(held['mean'])} and queued {_n(waiting['mean'])} requests on average of the "
+            f"{concurrency} the client keeps in flight: the client (or the path to the engines) fell short",
         )
     gap, client = figs.get("ttft_gap_s"), figs.get("client_ttft_mean_s")
     if gap is not None and client and gap >= CLIENT_GAP[0] and gap >= CLIENT_GAP[1] * client:

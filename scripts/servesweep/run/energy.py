@@ -13,9 +13,7 @@ import json
 from datetime import datetime
 from pathlib import Path
 
-from ..contract.plan import Plan
-from ..render.telemetry import ROLE as TELEMETRY_ROLE
-from ..render.telemetry import unmeasured_reason
+from ..contract.plan import TELEMETRY_ROLE, Plan
 from .repeats import request_records, run_dirs
 from .spawn import Context
 
@@ -23,6 +21,13 @@ NODES_FILE = "gpu-telemetry-nodes.json"  # beside aiperf's artifacts: exporter -
 TELEMETRY_EXPORT = "gpu_telemetry_export.jsonl"  # aiperf's per-sample telemetry export
 POWER, ENERGY = "nvidia_power_usage", "nvidia_energy_consumption"  # aiperf's per-GPU field names
 PYNVML = "pynvml://localhost"  # aiperf's name for its own NVML reader's samples
+
+
+def unmeasured_reason(cluster_name: str, gpus: int) -> str:
+    """Why a plan without ``gpu_telemetry`` has no energy figures."""
+    if not gpus:
+        return "a CPU stack: no GPU to measure"
+    return f"cluster {cluster_name} declares no GPU telemetry (telemetry: none or unset)"
 
 
 def _display(url: str) -> str:
