@@ -251,6 +251,22 @@ def test_the_result_records_the_stacks_power_energy_per_token_and_idle_power(tmp
     assert cell == "decode 500 prefill 400 W/GPU · 1.8 J/tok · 0.556 tok/J · idle 100 W (counter)"
 
 
+def test_repeated_runs_sum_their_energy_tokens_and_windows(tmp_path):
+    plan = _plan("dsv4-gb200-1p1d-tp4-dyn-trtllm", {"source": "dcgm", "port": 9400})
+    art = _artifacts(tmp_path, plan)
+    for n, watts in ((1, 1.0), (2, 2.0)):  # the second run draws twice the power for the same tokens
+        export = _export()
+        for ep in export["telemetry_data"]["endpoints"].values():
+            for g in ep["gpus"].values():
+                g["metrics"]["nvidia_energy_consumption"]["avg"] *= watts
+        (art / "profile_runs" / f"run_000{n}").mkdir(parents=True)
+        (art / "profile_runs" / f"run_000{n}" / "profile_export_aiperf.json").write_text(json.dumps(export))
+    merged = _export() | {"total_output_tokens": {"avg": 40000.0}}  # what repeats.merged_export hands over
+    e = energy.figures(plan, merged, art, {})
+    assert e["energy_j"] == pytest.approx(3 * 36000.0) and e["avg_power_w_per_gpu"] == pytest.approx(675.0)
+    assert e["energy_per_output_token_j"] == pytest.approx(3 * 36000.0 / 40000.0)
+
+
 def test_unmeasured_energy_is_a_dash_with_the_reason(tmp_path):
     why: dict = {}
     local = _plan("local-agg-2x-mocker", None)

@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ..contract.plan import TELEMETRY_ROLE, Plan
-from .repeats import request_records, run_dirs
+from .repeats import request_records, run_dirs, run_exports
 from .spawn import Context
 
 NODES_FILE = "gpu-telemetry-nodes.json"  # beside aiperf's artifacts: exporter -> GPU index -> role
@@ -97,30 +97,39 @@ def _window_s(export: dict) -> float | None:
     return (end - start).total_seconds() or None
 
 
-def _stack_gpus(plan: Plan, export: dict, artifact_dir: Path, why: dict) -> dict | None:
-    """(exporter, index) -> (role, aiperf's metrics) of each of the stack's GPUs; None with the reason
-    when aiperf measured not all of them (an exporter not reached, a GPU the exporter does not list)."""
-    spec = plan.benchmark.gpu_telemetry
+def _roles(artifact_dir: Path) -> dict[tuple[str, str], str]:
+    """(exporter, GPU index) -> role of each of the stack's GPUs, as telemetry_argv recorded them."""
     try:
         roles = json.loads((artifact_dir / NODES_FILE).read_text())
     except (OSError, ValueError):
-        roles = {}
-    measured = _gpus(export)
-    ours = {(ep, g): role for ep, per_gpu in roles.items() for g, role in per_gpu.items()}
+        return {}
+    return {(ep, g): role for ep, per_gpu in roles.items() for g, role in per_gpu.items()}
+
+
+def _run_joules(plan: Plan, export: dict, ours: dict, why: dict) -> tuple[dict, float, bool] | None:
+    """One aiperf run: (joules of each of the stack's GPUs, the window in s, whether from the counter),
+    the counter's delta where every GPU has one, else aiperf's mean power x the window, as aiperf's own
+    analyzer chooses; None with the reason when aiperf measured not all of them (an exporter not reached)."""
+    spec, measured, window = plan.benchmark.gpu_telemetry, _gpus(export), _window_s(export)
     missing = sorted(f"{ep} GPU {g}" for ep, g in ours if not {POWER, ENERGY} & set(measured.get((ep, g), {})))
+    if window is None:
+        why["energy"] = "aiperf's export has no profiling window (start_time, end_time)"
+        return None
     if not ours or missing:
         what = {"pynvml": "pynvml", "exporter": "the stack's exporters"}.get(spec["source"], "")
         what = what or f"the DCGM exporters at port {spec['port']}"
         shown = ", ".join(missing[:4]) + (" …" if len(missing) > 4 else "") if missing else "any GPU of the stack"
         why["energy"] = f"aiperf measured no power or energy from {what} for {shown} over the window"
         return None
-    return {key: (role, measured[key]) for key, role in ours.items()}
+    counter = all((measured[k].get(ENERGY) or {}).get("avg") for k in ours)
+    if counter:
+        return {k: measured[k][ENERGY]["avg"] * 1e6 for k in ours}, window, True
+    return {k: (measured[k].get(POWER) or {}).get("avg", 0.0) * window for k in ours}, window, False
 
 
 def figures(plan: Plan, export: dict, artifact_dir: Path, why: dict) -> dict | None:
-    """The result's ``energy`` over the stack's own GPUs (a node's exporter lists all of its GPUs): the
-    energy counter's delta as aiperf took it where every GPU has one, else aiperf's mean power x the
-    window, as aiperf's own analyzer chooses; None with the reason where they were not measured."""
+    """The result's ``energy`` over the stack's own GPUs (a node's exporter lists all of its GPUs), summed
+    over aiperf's runs (repeats) with their tokens and windows; None with the reason where not measured."""
     spec = plan.benchmark.gpu_telemetry
     if spec is None:
         why["energy"] = unmeasured_reason(plan.run_cluster, plan.gpus_total)
@@ -128,29 +137,29 @@ def figures(plan: Plan, export: dict, artifact_dir: Path, why: dict) -> dict | N
     if spec["source"] == "pynvml" and len({p.node for p in plan.processes if p.gpus}) > 1:
         why["energy"] = "pynvml reads the client's own host only and this stack's GPUs span several nodes"
         return None
-    gpus, window = _stack_gpus(plan, export, artifact_dir, why), _window_s(export)
-    if gpus is None or window is None:
-        why.setdefault("energy", "aiperf's export has no profiling window (start_time, end_time)")
+    ours = _roles(artifact_dir)
+    exports = [e for e in run_exports(artifact_dir) if e and "_unreadable" not in e] or [export]
+    runs = [_run_joules(plan, e, ours, why) for e in exports]
+    if any(r is None for r in runs):
         return None
-    counter = all((m.get(ENERGY) or {}).get("avg") for _, m in gpus.values())
-    joules = {k: m[ENERGY]["avg"] * 1e6 if counter else (m.get(POWER) or {}).get("avg", 0.0) * window
-              for k, (_, m) in gpus.items()}  # fmt: skip
-    total, tokens = sum(joules.values()), _stat(export, "total_output_tokens")
+    joules = {k: sum(r[0][k] for r in runs) for k in ours}
+    window, total = sum(r[1] for r in runs), sum(joules.values())
+    tokens = sum(_stat(e, "total_output_tokens") or 0 for e in exports)
     by_role: dict[str, list[float]] = {}
-    for k, (role, _) in gpus.items():
+    for k, role in ours.items():
         by_role.setdefault(role, []).append(joules[k] / window)
     return {
-        "source": "counter" if counter else "integrated power",
-        "gpus": len(gpus),
-        "avg_power_w_per_gpu": total / window / len(gpus),
+        "source": "counter" if all(r[2] for r in runs) else "integrated power",
+        "gpus": len(ours),
+        "avg_power_w_per_gpu": total / window / len(ours),
         "power_w_per_gpu_by_role": {r: sum(w) / len(w) for r, w in sorted(by_role.items())}
         if len(by_role) > 1
         else None,
         "energy_j": total,
         "energy_per_output_token_j": total / tokens if tokens else None,
         "output_tokens_per_joule": tokens / total if tokens and total else None,
-        "idle_power_w_per_gpu": _idle(artifact_dir, set(gpus), why),
-        "telemetry": sorted({ep for ep, _ in gpus}),
+        "idle_power_w_per_gpu": _idle(artifact_dir, set(ours), why),
+        "telemetry": sorted({ep for ep, _ in ours}),
     }
 
 
