@@ -13,12 +13,12 @@ import json
 from datetime import datetime
 from pathlib import Path
 
+from ..contract import paths
 from ..contract.plan import TELEMETRY_ROLE, Plan
 from .repeats import request_records, run_dirs, run_exports
 from .spawn import Context
 
-NODES_FILE = "gpu-telemetry-nodes.json"  # beside aiperf's artifacts: exporter -> GPU index -> role
-TELEMETRY_EXPORT = "gpu_telemetry_export.jsonl"  # aiperf's per-sample telemetry export
+NODES_FILE, TELEMETRY_EXPORT = paths.GPU_TELEMETRY_NODES, paths.AIPERF_GPU_TELEMETRY
 POWER, ENERGY = "nvidia_power_usage", "nvidia_energy_consumption"  # aiperf's per-GPU field names
 PYNVML = "pynvml://localhost"  # aiperf's name for its own NVML reader's samples
 
