@@ -32,13 +32,13 @@ RUNTIME_REF = re.compile(rf"\{{({'|'.join(REF_KINDS)}):([A-Za-z0-9_.-]+)\}}|\{{(
 USER_REF_NAMES = ("job_id", "run_dir")  # the ones a recipe may write too
 CONTROL_ROLES = ("etcd", "nats", "kvstore")  # started first, on node 0; every other process needs them
 ENGINE_ROLES = ("agg", "prefill", "decode")
-TELEMETRY_ROLE = "telemetry"  # a GPU exporter the stack starts on a node (render/telemetry, run/energy)
 # A stack's TLS files, in its run dir (run/credentials makes them; render names them in argv/env),
 # and the stack references (``{"from_stack": name}``) that hand a process one of them as PEM text.
 TLS_DIR, TLS_CA, TLS_CERT, TLS_KEY = "tls", "ca.pem", "node.pem", "node.key"
 TLS_PEM_REFS = {"tls_ca_pem": TLS_CA, "tls_cert_pem": TLS_CERT, "tls_key_pem": TLS_KEY}
 PREAMBLE_SCRIPT = "{run_dir}/preamble.py"  # run/preamble.py, copied there: argv[1] of a process it wraps
 REPEAT_COOLDOWN_S = 5  # aiperf's --profile-run-cooldown-seconds between a point's repeats
+TELEMETRY_ROLE = "telemetry"  # a GPU exporter the stack starts on a node (render/telemetry, run/energy)
 
 
 STACK_REUSE_ENV = "SERVESWEEP_STACK_REUSE"  # "0": one stack per point for a whole run (--config stack_reuse=0)
