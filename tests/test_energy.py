@@ -18,7 +18,6 @@ from servesweep.contract.plan import Plan
 from servesweep.fileio.errors import InputError
 from servesweep.render.cluster import load_cluster_file
 from servesweep.render.plan import render
-from servesweep.render.recipe import load_recipe
 from servesweep.report.energy import columns, kwh_lines
 from servesweep.run import energy
 from servesweep.run.result import validate_result
@@ -26,7 +25,7 @@ from servesweep.run.spawn import Context
 from servesweep.tools import dcgm_standin
 from servesweep.tools.samples import result_doc
 
-from helpers import CLUSTERS, ROOT, assert_no_strays, copy_workflow, kill_strays, require, snakemake
+from helpers import CLUSTERS, ROOT, assert_no_strays, copy_workflow, kill_strays, load_recipe, require, snakemake
 
 ENGINE_PYTHON = ROOT / ".venvs" / "engine" / "bin" / "python"
 # aiperf's own DCGM collector scraping an exporter into its own telemetry store, then what it measured
