@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from servesweep.contract.plan import Plan
+from servesweep.report.capacity import CAPACITY_HEADERS, capacity_rows
 from servesweep.report.diagnosis import diagnose, lowest_miss_line
 from servesweep.report.summary import scenario_table
 from servesweep.run import engine_load
@@ -128,6 +129,10 @@ def test_the_summary_and_the_capacity_table_name_the_bound(tmp_path):
     assert "queue-bound: 56 requests waiting" in table
     capacity = {"lowest_miss": 64, "probes": [{"concurrency": 64, "result": str(path)}]}
     assert lowest_miss_line(capacity).startswith("c64: queue-bound: 56 requests waiting")
+    search = {"scenario": "s", "recipe": "r", "slo": {"ttft_p95_s": 0.5}, "capacity": 32, "outcome": "found",
+              "at_capacity": None, "lowest_miss": 64, "probes": [{"concurrency": 64, "result": str(path)}]}  # fmt: skip
+    row = capacity_rows([search])[0]
+    assert CAPACITY_HEADERS[-1] == "lowest miss ran out of" and row[-1].startswith("c64: queue-bound: 56 requests")
     assert lowest_miss_line({"lowest_miss": None, "probes": []}) == "–"
     gone = {"lowest_miss": 64, "probes": [{"concurrency": 64, "result": str(Path(tmp_path / "gone.json"))}]}
     assert lowest_miss_line(gone).startswith("c64: unknown: ")
