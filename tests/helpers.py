@@ -31,7 +31,7 @@ STACK_PROGRAMS = (
     "dynamo.mocker", "dynamo.frontend", "aiperf", "servesweep run-point", "servesweep.run.standin",
     "/usr/bin/etcd", "nats-server", "nginx: ", "servesweep keep-stack",
     "vllm.entrypoints", "VLLM::", "from multiprocessing", "sglang.launch_server", "mooncake_master",
-    "run/sysguard.py", "nginx",
+    "run/sysguard.py", "nginx", "tools/dcgm_standin.py",
 )  # fmt: skip
 
 

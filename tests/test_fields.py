@@ -41,6 +41,9 @@ PREPARE = {
     "cluster:container.base": {("container", "runtime"): "bwrap"},
     "cluster:control_plane.nats": {("control_plane", "event_plane"): "nats", ("control_plane", "discovery"): "etcd"},
     "cluster:control_plane.etcd": {("control_plane", "discovery"): "etcd"},
+    "cluster:telemetry.port": {("telemetry", "source"): "dcgm"},  # a site DCGM exporter's (render/telemetry)
+    "cluster:telemetry.interval_s": {("telemetry", "source"): "dcgm", ("telemetry", "port"): 9400},
+    "cluster:telemetry.command": {("telemetry", "source"): "exporter", ("telemetry", "command"): ["x", "{port}"]},
 }
 RECIPES = sorted((ROOT / "recipes").glob("*.yaml"))
 

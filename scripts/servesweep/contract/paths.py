@@ -51,6 +51,8 @@ FAILURE_FILE = "failure.json"  # why its last attempt wrote no result
 DRIVER_LOG = "driver.log"  # the driver's progress lines
 AIPERF_LOG = "aiperf.log"
 UNSAVED_RESULT = "result.unsaved.json"  # a valid result that could not be written to its target
+GPU_TELEMETRY_NODES = "gpu-telemetry-nodes.json"  # beside aiperf's artifacts: exporter -> GPU -> role (run/energy)
+AIPERF_GPU_TELEMETRY = "gpu_telemetry_export.jsonl"  # aiperf's per-sample GPU telemetry export
 CREDENTIALS_FILE = "credentials.json"  # the stack's own secrets (0600)
 # in a stack's dir (logs/stacks/<server>/<id>/) and its server identity's dir (logs/stacks/<server>/)
 CURRENT_FILE = "current.json"  # the server identity's stack a new point joins

@@ -37,6 +37,7 @@ ENGINE_ROLES = ("agg", "prefill", "decode")
 TLS_PEM_REFS = {"tls_ca_pem": paths.TLS_CA, "tls_cert_pem": paths.TLS_CERT, "tls_key_pem": paths.TLS_KEY}
 PREAMBLE_SCRIPT = "{run_dir}/preamble.py"  # run/preamble.py, copied there: argv[1] of a process it wraps
 REPEAT_COOLDOWN_S = 5  # aiperf's --profile-run-cooldown-seconds between a point's repeats
+TELEMETRY_ROLE = "telemetry"  # a GPU exporter the stack starts on a node (render/telemetry, run/energy)
 
 
 STACK_REUSE_ENV = "SERVESWEEP_STACK_REUSE"  # "0": one stack per point for a whole run (--config stack_reuse=0)
@@ -176,7 +177,7 @@ class Process:
     """One physical process of the stack, everything the run side needs to start and watch it."""
 
     name: str
-    role: str  # etcd | nats | kvstore | frontend | balancer | sysguard | agg | prefill | decode
+    role: str  # etcd | nats | kvstore | frontend | balancer | sysguard | agg | prefill | decode | telemetry
     worker: int | None
     node: int
     gpus: tuple[int, ...]
@@ -242,6 +243,7 @@ class Benchmark:
     aiperf: str
     tokenizer: str | None
     hf_home: str | None
+    gpu_telemetry: dict | None = None  # {source: dcgm|exporter|pynvml, ...}; None: unmeasured (run/energy)
 
 
 @dataclass(frozen=True)

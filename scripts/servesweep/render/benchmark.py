@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from ..contract.plan import REPEAT_COOLDOWN_S, host_side
-from . import scenarios
+from . import scenarios, telemetry
 from .cluster import Cluster
 
 REHEARSAL_DATASET = {"synthetic": {"isl": 256, "osl": 32, "entries": 500}}
@@ -52,6 +52,7 @@ def settings(doc: dict, conc: int, cluster: Cluster, rehearsal: Cluster | None) 
         "aiperf": tools.aiperf,
         "tokenizer": tools.tokenizer,
         "hf_home": tools.hf_home,
+        **telemetry.plan_field(tools),  # where aiperf reads GPU power; the rehearsal's own cluster in a rehearsal
     }
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from ..contract.plan import PLAN_SCHEMA, Process
 from ..fileio.encode import digest, encode
 from ..fileio.errors import InputError, Problem
-from . import benchmark, engines, kinds, kvstore, limits, preamble, pythons, topology
+from . import benchmark, engines, kinds, kvstore, limits, preamble, pythons, telemetry, topology
 from .cluster import Cluster
 from .kinds.dynamo_frontend import FRONTEND
 from .plantext import POINT_KEYS, LayoutTexts
@@ -116,6 +116,8 @@ def layout(recipe: Recipe, cluster: Cluster, rehearsal: Cluster | None = None) -
     procs += engine_procs
     guards = engines.system_guards(engine_procs, python, rehearsal is not None)
     procs += [_process(f"sysguard-n{node}", "sysguard", None, node, (), spec) for node, spec in guards]
+    exporters = telemetry.exporters(run_cluster, engine_procs, alloc)  # energy's hook: GPU telemetry per node
+    procs += [_process(f"gpu-telemetry-n{node}", telemetry.ROLE, None, node, (), spec) for node, spec in exporters]
     # nginx in front of several frontends, or of several plain-engine replicas (no router of their own)
     entries = frontends if dynamo else [p for p in engine_procs if not p.headless]
     balancer = None

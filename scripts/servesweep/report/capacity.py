@@ -17,6 +17,7 @@ from ..fileio.errors import InputError, Problem
 from ..fileio.files import write_if_changed
 from ..fileio.yamlio import checked_json
 from .capacity_plot import capacity_plot
+from .diagnosis import lowest_miss_line
 from .fmt import num
 
 SCHEMA = "servesweep.capacity/1"
@@ -125,6 +126,7 @@ def capacity_rows(docs: list[dict]) -> list[list[str]]:
                 num(at.get("req_s"), 2),
                 f"{len(d['probes'])} ({' '.join(_conc(p['concurrency']) for p in d['probes'])})",
                 _probe_cost(d["probes"]),
+                lowest_miss_line(d),  # energy's hook: what the lowest miss ran out of (report/diagnosis)
             ]
         )
     return rows
@@ -141,6 +143,7 @@ CAPACITY_HEADERS = [
     "req/s at capacity",
     "probes",
     "GPU-h of the probes",
+    "lowest miss ran out of",
 ]
 
 

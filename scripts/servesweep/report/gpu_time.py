@@ -14,6 +14,7 @@ from tabulate import tabulate
 
 from ..contract.figures import gpu_hours
 from ..fileio.files import read_json_object
+from .energy import kwh_lines
 from .fmt import num
 
 HEADERS = [
@@ -122,4 +123,4 @@ def gpu_time_section(df: pd.DataFrame) -> list[str]:
     out = ["", "## GPU time per stack", "", tabulate(rows, HEADERS, tablefmt="github", disable_numparse=True)]
     if any(UNRESET in r[0] for r in rows):
         out += ["", UNRESET_NOTE]
-    return out
+    return out + kwh_lines(df)  # energy's hook: kWh per stack (report/energy)

@@ -18,6 +18,8 @@ from ..fileio.yamlio import checked_json
 from .accuracy import accuracy_section, load_evals
 from .attribution import attribution_section
 from .capacity import capacity_section, load_capacities
+from .diagnosis import diagnose
+from .energy import columns as energy_columns
 from .fmt import num
 from .gpu_time import bill_section, gpu_time_section, read_bill
 from .plots import plots
@@ -68,6 +70,8 @@ def flatten(doc: dict, path: str, slo: dict) -> dict:
         "bench_s": doc["timings_s"].get("bench"),
         "slo_met": verdict["met"],
         "logs_note": _logs_note(doc.get("logs")),
+        "diagnosis": diagnose(doc).line,  # energy's hook: what the point ran out of (report/diagnosis)
+        **energy_columns(doc),  # energy's hook: GPU power and energy (report/energy)
         "slo_missed": "; ".join(f"{v['slo']} {_g(v['value'])} > {_g(v['limit'])}" for v in miss),
         "result": path,
         **_half_widths(f.get("repeats")),
@@ -181,6 +185,8 @@ def scenario_table(df: pd.DataFrame, md_dir: Path) -> str:
                 _worker_cell(r),
                 r.batch,
                 f"{num(r.requests)} / {num(r.cancelled)} / {num(r.errors)}",
+                r.energy_cell,
+                r.diagnosis,
                 _verdict(r),
             ]
         )
@@ -195,6 +201,8 @@ def scenario_table(df: pd.DataFrame, md_dir: Path) -> str:
         "requests per worker",
         "batch mean / p99 · preemptions",
         "ok / cancelled at grace / errors",
+        "GPU power · energy per output token · tokens per joule · idle",
+        "what it ran out of",
         "SLO",
     ]
     table = tabulate(rows, headers, tablefmt="github", disable_numparse=True)

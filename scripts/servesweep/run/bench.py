@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..contract.plan import REPEAT_COOLDOWN_S, Plan
 from ..fileio.encode import num_arg
-from . import metrics, repeats
+from . import energy, metrics, repeats
 from .spawn import Context
 
 # a trace's format (recipe scenario.dataset.trace.format) -> aiperf --custom-dataset-type
@@ -23,7 +23,8 @@ def aiperf_argv(plan: Plan, ctx: Context, artifact_dir: Path, server_metrics: li
     argv += ["--concurrency", str(b.concurrency)]
     if b.tokenizer:
         argv += ["--tokenizer", b.tokenizer]
-    argv += ["--use-server-token-count", "--no-gpu-telemetry", "--ui-type", "none"]
+    argv += ["--use-server-token-count", "--ui-type", "none"]
+    argv += energy.telemetry_argv(plan, ctx, artifact_dir)  # energy's hook: the cluster's GPU telemetry
     argv += ["--artifact-dir", str(artifact_dir)]
     if b.duration_s:
         argv += ["--benchmark-duration", num_arg(b.duration_s), "--benchmark-grace-period", num_arg(b.grace_s)]
@@ -85,6 +86,7 @@ def aiperf_env(plan: Plan, run_dir: Path, tmp: Path, base: dict) -> dict:
     env["TMPDIR"] = str(tmp)
     env["XDG_CACHE_HOME"] = str(run_dir / "cache")
     env["MPLCONFIGDIR"] = str(tmp)
+    env |= energy.telemetry_env(plan)  # energy's hook: only the plan's exporters, at the cluster's interval
     return env
 
 

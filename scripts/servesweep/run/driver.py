@@ -21,6 +21,7 @@ from ..fileio.errors import plain_text
 from . import bench, credentials, hoststall, log_health, metrics, prefix, repeats, result, server_export, slots, slurm
 from .curve import Invocation, SharedStack, reset_prefix_caches
 from .driver_io import Interrupted, Say, now, private_plan, raise_interrupt
+from .engine_load import figures as engine_load_figures
 from .preamble import running_versions
 from .ready import PointFailed, registration_drift
 from .spawn import LocalSpawner, MissingSecret, die_with_parent, inherited_env, stop_all
@@ -269,6 +270,7 @@ def _conclude(plan: Plan, stack, m: Measurement, result_path: Path, run_dir: Pat
     exported = server_export.read(m.artifacts)
     figs["batch_by_role"], figs["preemptions"] = server_export.batch_figures(plan, exported, m.engine_urls, why)
     figs["spec_decode"] = server_export.spec_decode_figures(plan, exported, m.engine_urls, why)
+    figs["engine_load"] = engine_load_figures(plan, exported, m.engine_urls, why)  # energy's hook (diagnosis)
     figs["repeats"] = repeats.figures(m.artifacts, m.run_exports, plan.gpus_total)
     figs["theoretical_prefix_hit"] = prefix.theoretical_hit(plan.benchmark.dataset, records, why)
     result.traffic(plan, figs, records, why)

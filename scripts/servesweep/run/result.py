@@ -13,7 +13,7 @@ from ..contract.plan import Plan
 from ..fileio.encode import canonical
 from ..fileio.files import write_if_changed
 from ..fileio.yamlio import schema_errors
-from . import bench, metrics
+from . import bench, energy, metrics
 
 RESULT_SCHEMA = "servesweep.result/3"
 ROOT = Path(__file__).resolve().parents[3]
@@ -359,6 +359,7 @@ def document(plan: Plan, figs: dict, why: dict, export: dict, run: RunFacts) -> 
             else "the responses' cached prompt tokens (aiperf's usage figures)"
         ),
     }
+    figs = figs | {"energy": energy.figures(plan, export, Path(run.artifacts), why)}  # energy's hook (run/energy)
     return {
         "schema": RESULT_SCHEMA,
         "identity": identity,
