@@ -12,7 +12,7 @@ from ..contract.plan import Plan
 from ..fileio.encode import canonical
 from ..fileio.files import write_if_changed
 from ..fileio.yamlio import schema_errors
-from . import bench, metrics
+from . import bench, metrics, trust
 
 RESULT_SCHEMA = "servesweep.result/3"
 ROOT = Path(__file__).resolve().parents[3]
@@ -310,10 +310,28 @@ def measurement_terms(plan: Plan, export: dict) -> dict:
     return {"aiperf_scenario": locked, "request_plane_tls": plan.discovery["request_plane_tls"] if dynamo else None}
 
 
+def client_settings(plan: Plan) -> dict:
+    """What the client was asked to do: only points with equal settings are ranked against each other."""
+    b = plan.benchmark
+    return {"duration_s": b.duration_s, "request_count": b.request_count, "warmup": dict(b.warmup),
+            "scenario": b.scenario, "streaming": b.streaming}  # fmt: skip
+
+
 def document(plan: Plan, figs: dict, why: dict, export: dict, run: RunFacts) -> dict:
     """The result file's content (schemas/result.schema.yaml). SLO verdicts are the summary's:
-    they follow the recipe's current SLO, which is not part of the plan."""
+    they follow the recipe's current SLO, which is not part of the plan. The point's marks
+    (run/trust) come from aiperf's artifacts; a mark that says the client could not time the
+    answers leaves the client-timed figures unmeasured. Stalls another watch found arrive in
+    ``figs["stalls"]`` (each {source, at_s, for_s, bound_s})."""
     warm = plan.benchmark.warmup.get("requests", 0)
+    figs, why = dict(figs), dict(why)
+    client, silent = trust.assess(Path(run.artifacts), plan.benchmark.streaming)
+    stalls = list(figs.pop("stalls", None) or []) + silent
+    found = trust.marks(figs, client, stalls)
+    trust.mask(figs, why, found)
+    figs["client"] = client or None
+    if not client:
+        why["client"] = "aiperf wrote no per-request export: the client's health is unknown"
     identity = {
         "recipe": plan.recipe,
         "concurrency": plan.concurrency,
@@ -328,6 +346,7 @@ def document(plan: Plan, figs: dict, why: dict, export: dict, run: RunFacts) -> 
         "recipe_engine": plan.recipe_engine,
         "model": plan.model["name"],
         "scenario": plan.benchmark.scenario,
+        "client_settings": client_settings(plan),
         **measurement_terms(plan, export),
         "topology": plan.topology,
         "discovery": plan.discovery["backend"],
@@ -364,6 +383,8 @@ def document(plan: Plan, figs: dict, why: dict, export: dict, run: RunFacts) -> 
         "schema": RESULT_SCHEMA,
         "identity": identity,
         "figures": figs,
+        "marks": found,
+        "stalls": stalls,
         "unmeasured": why,
         "counting": counting,
         "timings_s": run.timings_s,

@@ -174,4 +174,8 @@ class Selection:
             ],
             # reporting settings: an edit reruns the summary, never a point
             "slo": {r.name: r.doc.get("slo") or {} for r in self.selected},
+            "eval_floors": {
+                r.name: {b: e["floor"] for b, e in (r.doc.get("evals") or {}).items() if "floor" in e}
+                for r in self.selected
+            },
         }
