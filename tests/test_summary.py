@@ -324,3 +324,76 @@ def test_baseline_attribution_names_the_differing_fields(fixture_run, tmp_path):
     rows = {ln.split("|")[1].strip(): ln for ln in section.splitlines() if ln.startswith("| ") and "recipe" not in ln}
     assert "engine.args: --max-num-seqs 256 → 512" in rows["fast"]
     assert "same config: noise or environment" in rows["dense-img"]
+
+
+def _point_files(docs: dict, slos: dict | None = None, floors: dict | None = None) -> tuple[list[Path], Path]:
+    paths, points = [], []
+    for name, doc in docs.items():
+        p = Path("results") / name / f"c{doc['identity']['concurrency']}.json"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps(doc))
+        paths.append(p)
+        points.append({"recipe": name, "concurrency": doc["identity"]["concurrency"], "result": str(p),
+                       "scenario": doc["identity"]["scenario"], "log_dir": f"logs/{name}"})  # fmt: skip
+    sel = Path(".plans/selection-local.json")
+    sel.parent.mkdir(exist_ok=True)
+    sel.write_text(json.dumps({"cluster": "local", "points": points, "slo": slos or {}, "eval_floors": floors or {}}))
+    return paths, sel
+
+
+def _best(md: str) -> str:
+    return md.split("## Best setup per concurrency")[1].split("##")[0]
+
+
+def test_two_recipes_two_percent_apart_without_repeats_are_tied(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    docs = {"a": result_doc("a", 4, 0.2, 10200.0), "b": result_doc("b", 4, 0.2, 10000.0)}
+    build_summary(*_point_files(docs), Path("results/summary.md"))
+    assert "| chat       | 4      | tied: a, b" in _best(Path("results/summary.md").read_text())
+    docs["a"] = result_doc("a", 4, 0.2, 10400.0)  # 4 % ahead: beyond the 3 % band
+    build_summary(*_point_files(docs), Path("results/summary.md"))
+    assert "| chat       | 4      | a " in _best(Path("results/summary.md").read_text())
+
+
+def test_repeats_intervals_decide_a_lead_and_other_client_settings_are_not_compared(tmp_path, monkeypatch):
+    from servesweep.report.ranking import Candidate, leader
+
+    narrow = leader([Candidate("a", 102.0, 0.5), Candidate("b", 100.0, 0.5)])
+    assert narrow.leader.name == "a" and narrow.label == "a"  # 2 apart, intervals 1 wide together
+    wide = leader([Candidate("a", 102.0, 1.5), Candidate("b", 100.0, 1.5)])
+    assert wide.leader is None and wide.label == "tied: a, b"
+    lower = leader([Candidate("a", 0.30), Candidate("b", 0.20)], higher_is_better=False)
+    assert lower.label == "b"
+    other = leader([Candidate("a", 100.0, settings="20 s"), Candidate("b", 99.0, settings="6 s")])
+    assert other.label == "a" and [c.name for c in other.not_compared] == ["b"]
+    marked = leader([Candidate("a", 500.0, marks=("client-bound",)), Candidate("b", 99.0)])
+    assert marked.label == "b"
+    monkeypatch.chdir(tmp_path)
+    docs = {"a": result_doc("a", 4, 0.2, 10200.0), "b": result_doc("b", 4, 0.2, 10000.0)}
+    docs["b"]["identity"]["client_settings"] = {"duration_s": 6, "warmup": {}, "scenario": "chat"}
+    build_summary(*_point_files(docs), Path("results/summary.md"))
+    best = _best(Path("results/summary.md").read_text())
+    assert "| chat       | 4      | a " in best and best.rstrip().splitlines()[-3].rstrip(" |").endswith("b")
+
+
+def test_a_stack_below_its_accuracy_floor_or_ungradable_is_never_named_best(tmp_path, monkeypatch):
+    from servesweep.run import evals
+
+    monkeypatch.chdir(tmp_path)
+    docs = {"a": result_doc("a", 4, 0.2, 20000.0), "b": result_doc("b", 4, 0.2, 10000.0)}
+    ident = {"recipe": "a", "cluster": "local", "rehearsal": False, "engine": "vllm", "plan_fingerprint": "p",
+             "server_fingerprint": "s", "settings": "x", "stack": "k", "time": "t"}  # fmt: skip
+    ev = {"schema": evals.SCHEMA, "identity": ident, "eval": {"benchmark": "gsm8k", "tasks": None, "n_shots": None},
+          "score": None, "stderr": None, "correct": 0, "total": 12, "unparsed": 12, "tasks": []}  # fmt: skip
+    Path("results/a").mkdir(parents=True)
+    Path("results/a/eval-gsm8k.json").write_text(json.dumps(ev))
+    paths, sel = _point_files(docs)
+    build_summary(paths, sel, Path("results/summary.md"), evals=[Path("results/a/eval-gsm8k.json")])
+    md = Path("results/summary.md").read_text()
+    assert "| chat       | 4      | b " in _best(md) and "no gradable answers (12 unparsed)" in md
+    ev |= {"score": 0.5, "stderr": 0.15, "correct": 6, "unparsed": 0}
+    Path("results/a/eval-gsm8k.json").write_text(json.dumps(ev))
+    paths, sel = _point_files(docs, floors={"a": {"gsm8k": 0.6}})
+    build_summary(paths, sel, Path("results/summary.md"), evals=[Path("results/a/eval-gsm8k.json")])
+    md = Path("results/summary.md").read_text()
+    assert "| chat       | 4      | b " in _best(md) and "⚠ below its floor 60.0 %" in md
