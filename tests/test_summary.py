@@ -167,7 +167,8 @@ def test_gpu_hours_count_each_stack_start_once(fixture_run):
     # 2 GPUs: startup 30 s, benchmark 2 x 60 s, idle 30 s between the points; one start per point
     # pays 2 x 30 s of startup
     cells = _gpu_row(md, "stack-shared")
-    expected = ["stack-shared", "fast", "2", "2", "0.017", "0.067", "0.017", "0.000", "0.100", "0.083", "0.100"]
+    expected = ["stack-shared", "fast", "2", "2", "0.017", "0.067", "0.017", "0.000", "0", "0.000", "0.100", "0.083"]
+    expected += ["0.100"]
     assert cells == expected, cells
     assert "cross-scenario reuse" not in md  # one scenario: warm caches are the curve's own
 
@@ -179,7 +180,7 @@ def test_a_lingering_stack_counts_its_linger_after_the_last_point(fixture_run):
     _on_one_stack(points, linger_s=90)
     build_summary(paths, sel, Path("results/summary.md"))
     cells = _gpu_row(Path("results/summary.md").read_text(), "stack-shared")
-    assert cells[7:9] == ["0.050", "0.150"], cells
+    assert cells[7] == "0.050" and cells[10] == "0.150", cells
 
 
 def test_the_last_runs_bill_is_set_against_what_its_stacks_spent(fixture_run):
@@ -210,7 +211,7 @@ def test_a_stack_shared_by_two_scenarios_counts_one_start_and_marks_unreset_cach
     cells = _gpu_row(md, "stack-shared")
     assert cells[:3] == ["stack-shared ‡", "fast, other", "2"], cells
     # 2 GPUs x (30 + 120) s, no linger; per recipe 2 x 30 s startup
-    assert cells[7:] == ["0.000", "0.083", "0.100", "0.100"], cells
+    assert cells[7:] == ["0.000", "0", "0.000", "0.083", "0.100", "0.100"], cells
     assert "‡ cross-scenario reuse without a prefix-cache reset" in md
     _on_one_stack({("fast", 4): (1, "00:00", "01:00", False), ("other", 8): (2, "01:00", "02:00", True)})
     build_summary(paths, sel, Path("results/summary.md"))
@@ -397,3 +398,27 @@ def test_a_stack_below_its_accuracy_floor_or_ungradable_is_never_named_best(tmp_
     build_summary(paths, sel, Path("results/summary.md"), evals=[Path("results/a/eval-gsm8k.json")])
     md = Path("results/summary.md").read_text()
     assert "| chat       | 4      | b " in _best(md) and "⚠ below its floor 60.0 %" in md
+
+
+def test_gpu_time_counts_every_probe_and_check_a_stack_served(fixture_run):
+    """A capacity search's probes outside the selection and an eval on the same stack are its GPU time."""
+    from servesweep.run import evals
+
+    root, paths, sel = fixture_run
+    probe = result_doc("fast", 8, 0.3, 12000.0)  # not a selected point: only its search probed it
+    Path("results/fast/c8.json").write_text(json.dumps(probe))
+    cap = {"schema": "servesweep.capacity/1", "recipe": "fast", "scenario": "chat", "cluster": "local", "slo": {},
+           "bounds": {"min": 4, "max": 8, "tolerance": 1}, "capacity": 8, "lowest_miss": None,
+           "outcome": "meets the SLO at max", "at_capacity": None,
+           "probes": [{"concurrency": 8, "met": True, "verdicts": [], "result": "results/fast/c8.json"}]}  # fmt: skip
+    Path("results/fast/capacity.json").write_text(json.dumps(cap))
+    ident = {"recipe": "fast", "cluster": "local", "rehearsal": False, "engine": "vllm", "plan_fingerprint": "p",
+             "server_fingerprint": "s", "settings": "x", "stack": "stack-fast", "time": "t"}  # fmt: skip
+    ev = {"schema": evals.SCHEMA, "identity": ident, "eval": {"benchmark": "gsm8k", "tasks": None, "n_shots": None},
+          "score": 0.75, "stderr": 0.13, "correct": 9, "total": 12, "unparsed": 0, "tasks": [],
+          "timings_s": {"bench": 180.0}}  # fmt: skip
+    Path("results/fast/eval-gsm8k.json").write_text(json.dumps(ev))
+    build_summary(paths, sel, Path("results/summary.md"), capacities=[Path("results/fast/capacity.json")],
+                  evals=[Path("results/fast/eval-gsm8k.json")])  # fmt: skip
+    cells = _gpu_row(Path("results/summary.md").read_text(), "stack-fast")
+    assert cells[2] == "3" and cells[8:10] == ["1", "0.100"], cells  # c4, c16 and the probe c8; 2 GPUs x 180 s

@@ -303,6 +303,22 @@ def _not_drawn(sdf: pd.DataFrame) -> list[str]:
     return ["", f"Not drawn as measured: {names}."]
 
 
+def _served(df: pd.DataFrame, caps: list[dict], slos: dict) -> pd.DataFrame:
+    """Every point the stacks served: the selected ones and the capacity searches' other probes."""
+    probes = sorted({p["result"] for c in caps for p in c["probes"]} - set(df["result"]))
+    probes = [Path(p) for p in probes if Path(p).is_file()]
+    return pd.concat([df, load_results(probes, slos)], ignore_index=True) if probes else df
+
+
+def _checks(evals_docs: list[dict]) -> dict:
+    """stack id -> the seconds of each eval it ran (eval files before their timings are left out)."""
+    out: dict = {}
+    for d in evals_docs:
+        if (d.get("timings_s") or {}).get("bench") is not None:
+            out.setdefault(d["identity"]["stack"], []).append(d["timings_s"]["bench"])
+    return out
+
+
 def _provenance_section(df: pd.DataFrame) -> list[str]:
     prov = []
     for recipe, rdf in df.groupby("recipe"):
@@ -344,7 +360,8 @@ def build_summary(
             parts += _not_drawn(sdf)
         parts += best_section(df, accuracy_blocks(evals_docs, sel.get("eval_floors") or {}))
     base_caps = load_capacities(sorted(Path(baseline).glob("*/capacity.json"))) if baseline else None
-    parts += capacity_section(load_capacities(list(capacities)), base_caps)
+    caps = load_capacities(list(capacities))
+    parts += capacity_section(caps, base_caps)
     parts += accuracy_section(evals_docs, Path(baseline) if baseline else None, sel.get("eval_floors") or {})
     if unreadable:
         parts += ["", "## Unreadable results (left out; they rerun on the next run)", ""]
@@ -362,7 +379,8 @@ def build_summary(
         if len(base) and len(df):
             parts += attribution_section(_by_point(df), _by_point(base))
     if len(df):
-        parts += gpu_time_section(df) + bill_section(df, read_bill(root / paths.bill_file(sel["cluster"])))
+        parts += gpu_time_section(_served(df, caps, slos), _checks(evals_docs))
+        parts += bill_section(df, read_bill(root / paths.bill_file(sel["cluster"])))
         parts += _provenance_section(df)
     csv = out_md.with_suffix(".csv")
     write_if_changed(csv, df.to_csv(index=False) if len(df) else "")
