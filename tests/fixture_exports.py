@@ -7,6 +7,8 @@ import json
 import time
 from pathlib import Path
 
+import numpy as np
+
 T0_NS = 1_780_000_000 * 10**9  # a wall-clock start, in ns
 
 
@@ -23,6 +25,10 @@ def request(start_s: float, ttft_s: float, gaps_s: list[float], phase: str = "pr
         "http_req_chunks_received": {"value": len(gaps_s) + 1, "unit": "count"},
         "inter_chunk_latency": {"value": [g * 1000 for g in gaps_s], "unit": "ms"},
     }
+    if gaps_s:  # aiperf's per-request ITL and the per-user rate it derives from it
+        itl_ms = 1000 * sum(gaps_s) / len(gaps_s)
+        metrics["inter_token_latency"] = {"value": itl_ms, "unit": "ms"}
+        metrics["output_token_throughput_per_user"] = {"value": 1000 / itl_ms, "unit": "tokens/sec/user"}
     meta = {"benchmark_phase": phase, "was_cancelled": False, "request_start_ns": start,
             "request_end_ns": start + int(latency * 1e9)}  # fmt: skip
     return {"metadata": meta, "metrics": metrics}
@@ -33,12 +39,36 @@ def one_chunk(start_s: float, latency_s: float, tokens: int) -> dict:
     rec = request(start_s, latency_s, [])
     rec["metrics"]["output_sequence_length"]["value"] = tokens
     rec["metrics"]["inter_chunk_latency"]["value"] = [0.0] * (tokens - 1)
+    rec["metrics"]["inter_token_latency"] = {"value": 0.0, "unit": "ms"}
     return rec
 
 
 def steady(n: int, every_s: float = 0.2, ttft_s: float = 0.05, tokens: int = 10, gap_s: float = 0.01) -> list[dict]:
     """``n`` requests streamed token by token, one started every ``every_s``."""
     return [request(i * every_s, ttft_s, [gap_s] * (tokens - 1)) for i in range(n)]
+
+
+def summary_export(records: list[dict]) -> dict:
+    """aiperf's summary export (profile_export_aiperf.json) of these records, computed as aiperf does:
+    numpy's linear percentiles over the profiled requests, rates over their span."""
+    done = [r for r in records if r["metadata"]["benchmark_phase"] == "profiling"]
+
+    def stats(name: str) -> dict:
+        vals = [r["metrics"][name]["value"] for r in done if name in r["metrics"]]
+        if not vals:
+            return {}
+        return {"avg": float(np.mean(vals))} | {f"p{q}": float(np.percentile(vals, q)) for q in (50, 90, 95, 99)}
+
+    span = max(r["metadata"]["request_end_ns"] for r in done) - min(r["metadata"]["request_start_ns"] for r in done)
+    tokens = sum(r["metrics"]["output_sequence_length"]["value"] for r in done)
+    return {
+        "request_count": {"avg": len(done)}, "request_throughput": {"avg": len(done) / (span / 1e9)},
+        "time_to_first_token": stats("time_to_first_token"), "inter_token_latency": stats("inter_token_latency"),
+        "request_latency": stats("request_latency"), "output_token_throughput": {"avg": tokens / (span / 1e9)},
+        "total_token_throughput": {"avg": 10 * tokens / (span / 1e9)},
+        "output_token_throughput_per_user": stats("output_token_throughput_per_user"),
+        "total_output_tokens": {"avg": tokens}, "benchmark_duration": {"avg": span / 1e9}, "is_complete": True,
+    }  # fmt: skip
 
 
 def write(artifacts: Path, records: list[dict], stalls_ms: list[float] = (), export: dict | None = None) -> Path:

@@ -7,33 +7,22 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import fixture_exports as fx
 from servesweep.capacity.search import Bounds, decide, probe_met
 from servesweep.contract.plan import Plan
+from servesweep.report import audit
 from servesweep.report.summary import build_summary
 from servesweep.run import result, trust
 
 from helpers import plan_of
 
 
-def _export(records: list[dict]) -> dict:
-    done = [r for r in records if r["metadata"]["benchmark_phase"] == "profiling"]
-    ttfts = sorted(r["metrics"]["time_to_first_token"]["value"] for r in done)
-    return {
-        "request_count": {"avg": len(done)}, "request_throughput": {"avg": 5.0},
-        "time_to_first_token": {"avg": sum(ttfts) / len(ttfts), "p50": ttfts[len(ttfts) // 2], "p95": ttfts[-1]},
-        "inter_token_latency": {"p50": 0.0, "p99": 0.0}, "output_token_throughput": {"avg": 50.0},
-        "total_token_throughput": {"avg": 500.0},
-        "output_token_throughput_per_user": {"avg": 11714.0}, "total_output_tokens": {"avg": 10 * len(done)},
-        "benchmark_duration": {"avg": 10.0}, "is_complete": True,
-    }  # fmt: skip
-
-
 def _document(art: Path, records: list[dict], stalls_ms=(), plan_name: str = "local-agg-2x-mocker") -> dict:
     plan = Plan.from_json(plan_of(plan_name))
-    export = _export(records)
+    export = fx.summary_export(records)
     fx.write(art, records, list(stalls_ms), export)
     figs, why = result.figures(plan, export, result.Scrapes({}, {}, {}, {}, {}, {}), None)
     stack = {"id": "s1", "position": 1, "startup_s": 1.0, "caches_reset": None, "caches_reset_note": "fresh"}
@@ -100,28 +89,51 @@ def test_a_window_too_short_is_marked_short(tmp_path):
     assert _kinds(doc) == ["short"] and "13 requests completed in 1.0 s" in doc["marks"][0]["reason"]
 
 
-def test_a_marked_point_is_dash_unranked_and_not_drawn_in_the_summary(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+def _summary(tmp_path: Path) -> str:
+    """Two points: one whose answers were read in one chunk (10x the throughput), one honest."""
     buffered = fx.steady(30) + [fx.one_chunk(0.1 + 0.2 * i, 0.3, 40) for i in range(40)]
     docs = {"buffered": _document(tmp_path / "a", buffered), "honest": _document(tmp_path / "b", fx.steady(60))}
-    docs["buffered"]["figures"]["total_tps_per_gpu"] = 2500.0  # 10x the honest one's: still not ranked
+    docs["buffered"]["figures"]["total_tps_per_gpu"] = 10 * docs["honest"]["figures"]["total_tps_per_gpu"]
     points = []
     for name, doc in docs.items():
         doc["identity"]["recipe"] = name
-        p = Path("results") / name / "c2.json"
+        p = Path("results") / name / "c4.json"
         p.parent.mkdir(parents=True)
         p.write_text(json.dumps(doc))
-        points.append({"recipe": name, "concurrency": 2, "result": str(p), "scenario": "chat", "log_dir": "x"})
+        points.append({"recipe": name, "concurrency": 4, "result": str(p), "scenario": "chat", "log_dir": "x"})
     sel = Path("sel.json")
     sel.write_text(json.dumps({"cluster": "local", "points": points, "slo": {}}))
     build_summary([Path(p["result"]) for p in points], sel, Path("results/summary.md"))
-    md = Path("results/summary.md").read_text()
+    return Path("results/summary.md").read_text()
+
+
+def test_a_marked_point_is_dash_unranked_and_not_drawn_in_the_summary(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    md = _summary(tmp_path)
     row = next(ln for ln in md.splitlines() if ln.startswith("| [buffered]"))
     assert "| – / – / – / – " in row and "| – / – " in row and "⚠ not streamed [2] · no SLO" in row
     assert "[2] not streamed: only 43% of 70 answers arrived in more than one chunk" in md
     best = md.split("## Best setup per concurrency")[1].split("##")[0]
     assert "| honest" in best and "buffered" not in best
     assert "Not drawn as measured: buffered c4 (not streamed)." in md
+    csv = pd.read_csv("results/summary.csv").set_index("recipe")
+    assert pd.isna(csv.loc["buffered", "output_tps_per_user"]) and csv.loc["buffered", "e2e_tps_per_user"] > 0
+
+
+def test_the_figure_audit_recomputes_the_summary_from_the_per_request_exports(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _summary(tmp_path)
+    rows, bad = audit.audit(Path("results/summary.csv"), tmp_path)
+    verdicts = {(r[0].split("/")[1], r[1]): r[4] for r in rows}
+    assert bad == 0, [r for r in rows if str(r[4]).startswith("✗")]
+    assert verdicts[("honest", "ttft_p95_s")] == "✓" and verdicts[("honest", "req_s")] == "✓"
+    assert verdicts[("buffered", "itl_p50_ms")] == "– (not streamed)"
+    assert verdicts[("buffered", "e2e_tps_per_user")] == "✓"
+    csv = pd.read_csv("results/summary.csv")
+    csv.loc[csv["recipe"] == "honest", "ttft_p95_s"] += 0.02  # a figure the export does not support
+    csv.to_csv("results/summary.csv", index=False)
+    rows, bad = audit.audit(Path("results/summary.csv"), tmp_path)
+    assert bad == 1 and [r[1] for r in rows if r[4] == "✗ differs"] == ["ttft_p95_s"]
 
 
 def test_a_capacity_search_meeting_a_marked_probe_stops_and_names_it():
