@@ -422,3 +422,20 @@ def test_gpu_time_counts_every_probe_and_check_a_stack_served(fixture_run):
                   evals=[Path("results/fast/eval-gsm8k.json")])  # fmt: skip
     cells = _gpu_row(Path("results/summary.md").read_text(), "stack-fast")
     assert cells[2] == "3" and cells[8:10] == ["1", "0.100"], cells  # c4, c16 and the probe c8; 2 GPUs x 180 s
+
+
+def test_on_a_cluster_of_virtual_gpus_no_per_gpu_figure_is_shown(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    docs = {"a": result_doc("a", 4, 0.2, 20000.0), "b": result_doc("b", 4, 0.2, 10000.0, gpus=1)}
+    for d in docs.values():
+        d["source"] = {"schema": "servesweep.source/1", "plan_schema": "p", "recipe": {"name": "r", "doc": {}},
+                       "cluster": {"name": "local", "doc": {"gpu_type": "virtual"}}}  # fmt: skip
+    build_summary(*_point_files(docs), Path("results/summary.md"))
+    md = Path("results/summary.md").read_text()
+    row = next(ln for ln in md.splitlines() if ln.startswith("| [a]"))
+    assert "10 000" not in row and "this cluster's GPUs are virtual (`gpu_type: virtual`)" in md
+    best = _best(md)
+    assert "(total tok/s of the stack: its GPUs are virtual, SLO met)" in best
+    assert "| chat       | 4      | a " in best  # by the stack's tok/s, not b's 10 000 per 'GPU' against a's 10 000
+    csv = pd.read_csv("results/summary.csv")
+    assert csv["total_tps_per_gpu"].isna().all() and csv["output_tps_per_gpu"].isna().all()

@@ -67,10 +67,16 @@ def flatten(doc: dict, path: str, slo: dict) -> dict:
         "bench_s": doc["timings_s"].get("bench"),
         "slo_met": verdict["met"],
         "logs_note": _logs_note(doc.get("logs")),
-        "slo_missed": "; ".join(f"{v['slo']} {_g(v['value'])} > {_g(v['limit'])}" for v in miss),
+        "slo_missed": "; ".join(_missed(v) for v in miss),
         "result": path,
         **_half_widths(f.get("repeats")),
     }
+
+
+def _missed(v: dict) -> str:
+    if v["value"] is None:  # unmeasured (a marked point's client-timed figure): not a value over the limit
+        return f"{v['slo']} not measured"
+    return f"{v['slo']} {_g(v['value'])} > {_g(v['limit'])}"
 
 
 def _trust_columns(doc: dict) -> dict:
@@ -358,7 +364,8 @@ def build_summary(
             parts += ["", f"## Scenario `{scen}`", "", scenario_table(sdf, md_dir), ""]
             parts += [f"![{f}](plots/{f})" for f in made.get(scen, [])]
             parts += _not_drawn(sdf)
-        parts += best_section(df, accuracy_blocks(evals_docs, sel.get("eval_floors") or {}))
+        base_dir = Path(baseline) if baseline else None
+        parts += best_section(df, accuracy_blocks(evals_docs, sel.get("eval_floors") or {}, base_dir))
     base_caps = load_capacities(sorted(Path(baseline).glob("*/capacity.json"))) if baseline else None
     caps = load_capacities(list(capacities))
     parts += capacity_section(caps, base_caps)
