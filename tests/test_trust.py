@@ -43,7 +43,7 @@ def _kinds(doc: dict) -> list[str]:
 
 def test_a_healthy_streamed_window_carries_no_mark_and_keeps_its_figures(tmp_path):
     doc = _document(tmp_path, fx.steady(60), stalls_ms=[30.0, 41.5])
-    assert doc["marks"] == [] and doc["stalls"] == []
+    assert doc["marks"] == [] and doc["silences"] == []
     c = doc["figures"]["client"]
     assert c["stall_warnings"] == 2 and c["worst_stall_ms"] == 41.5 and c["streamed_share"] == 1.0
     assert c["e2e_output_tps_per_user"] == pytest.approx(10 / 0.14)  # 10 tokens in 0.05 + 9 x 0.01 s
@@ -74,7 +74,7 @@ def test_a_paused_and_resumed_window_is_marked_stalled_with_when_and_how_long(tm
     after = [fx.request(29.5 + 0.2 * i, 0.05, [0.01] * 9) for i in range(20)]
     doc = _document(tmp_path, before + held + after)
     assert _kinds(doc) == ["stalled"]
-    (stall,) = doc["stalls"]
+    (stall,) = doc["silences"]
     assert stall["at_s"] == pytest.approx(4.0, abs=0.01) and stall["for_s"] == pytest.approx(25.0, abs=0.01)
     assert doc["figures"]["ttft_s"]["p95"] is not None  # the client timed it right: the server stood still
 
@@ -144,3 +144,15 @@ def test_a_capacity_search_meeting_a_marked_probe_stops_and_names_it():
     assert d.done and d.held is None and d.outcome == "stopped: c8 client-bound: 9 stalls"
     short = {"figures": {"ttft_s": {"p95": 0.1}}, "marks": [{"mark": "short", "reason": "short"}]}
     assert probe_met(short, {"ttft_p95_s": 0.5}) is True  # a short probe is never ranked, yet decides
+
+
+def test_a_stall_the_stack_watch_recorded_marks_the_point_stalled_when_read():
+    """run/watch's `stalls` (a process stopped inside the window and recovered) count as marks too."""
+    from servesweep.contract.marks import marks_of
+
+    doc = {"figures": {}, "marks": [], "stalls": [{"process": "frontend-0", "start_s": 4.0, "seconds": 5.2,
+                                                    "seen": "stopped (state T)"}]}  # fmt: skip
+    (mark,) = marks_of(doc)
+    assert mark == {"mark": "stalled", "reason": "stalled: frontend-0 stopped (state T) for 5.2 s from 4.0 s after "
+                    "aiperf started"}  # fmt: skip
+    assert probe_met(doc, {"ttft_p95_s": 0.5}) == mark["reason"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..contract.marks import STOPPING_SEARCH, marks_of
 from ..fileio.errors import Problem
 from .slo import slo_verdicts
 
@@ -102,12 +103,9 @@ def probes_left_at_most(bounds: Bounds, d: Decision) -> int:
     return worst
 
 
-MARKS_STOPPING_SEARCH = ("client-bound", "not streamed", "stalled")  # run/trust; a short probe may decide
-
-
 def probe_met(doc: dict, slo: dict) -> bool | str:
     """Whether a probe met every SLO; or, where its figures cannot decide, why (its marks)."""
-    stops = [m["reason"] for m in doc.get("marks") or [] if m["mark"] in MARKS_STOPPING_SEARCH]
+    stops = [m["reason"] for m in marks_of(doc) if m["mark"] in STOPPING_SEARCH]
     return "; ".join(stops) if stops else bool(slo_verdicts(slo, doc["figures"])["met"])
 
 

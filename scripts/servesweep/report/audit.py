@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..contract.marks import marks_of
 from ..run import repeats, trust
 
 DIGITS = {"ttft": 2, "latency": 2, "itl": 1, "req_s": 2, "tps": 0}  # as summary.md writes them
@@ -73,7 +74,7 @@ def audit_point(row: pd.Series, root: Path) -> list[list]:
     if records is None:
         return [["*", "", "", f"no per-request export under {doc['artifacts']}"]]
     why = doc.get("unmeasured") or {}
-    marks = "; ".join(m["mark"] for m in doc.get("marks") or [])
+    marks = "; ".join(dict.fromkeys(m["mark"] for m in marks_of(doc)))
     out = []
     for name, again in recompute(records).items():
         if name not in row.index:

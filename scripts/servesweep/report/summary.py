@@ -13,6 +13,7 @@ from tabulate import tabulate
 
 from ..capacity.slo import slo_verdicts
 from ..contract import figures, paths
+from ..contract.marks import marks_of
 from ..fileio.files import write_if_changed
 from ..fileio.yamlio import checked_json
 from .accuracy import accuracy_blocks, accuracy_section, load_evals
@@ -87,13 +88,14 @@ def _trust_columns(doc: dict) -> dict:
     virtual = cluster.get("gpu_type") == "virtual"
     per_gpu = _total_per_gpu(f, i["topology"]["gpus"])
     settings = i.get("client_settings") or {"scenario": i["scenario"]}
+    marks = marks_of(doc)
     out = {
-        "marks": "; ".join(m["reason"] for m in doc.get("marks") or []),
-        "mark_kinds": ", ".join(m["mark"] for m in doc.get("marks") or []),
+        "marks": "; ".join(m["reason"] for m in marks),
+        "mark_kinds": ", ".join(dict.fromkeys(m["mark"] for m in marks)),
         "client_settings": json.dumps(settings, sort_keys=True),
         "virtual_gpus": virtual,
         "rank_tps": f.get("total_tps") if virtual else per_gpu,
-        "stalls": json.dumps(doc.get("stalls") or []),
+        "silences": json.dumps(doc.get("silences") or []),
     }
     if virtual:
         out |= {"total_tps_per_gpu": None, "output_tps_per_gpu": None}

@@ -321,13 +321,12 @@ def document(plan: Plan, figs: dict, why: dict, export: dict, run: RunFacts) -> 
     """The result file's content (schemas/result.schema.yaml). SLO verdicts are the summary's:
     they follow the recipe's current SLO, which is not part of the plan. The point's marks
     (run/trust) come from aiperf's artifacts; a mark that says the client could not time the
-    answers leaves the client-timed figures unmeasured. Stalls another watch found arrive in
-    ``figs["stalls"]`` (each {source, at_s, for_s, bound_s})."""
+    answers leaves the client-timed figures unmeasured. The stack watch's ``stalls`` are added by the
+    driver after this; contract/marks reads both."""
     warm = plan.benchmark.warmup.get("requests", 0)
     figs, why = dict(figs), dict(why)
     client, silent = trust.assess(Path(run.artifacts), plan.benchmark.streaming)
-    stalls = list(figs.pop("stalls", None) or []) + silent
-    found = trust.marks(figs, client, stalls)
+    found = trust.marks(figs, client, silent)
     trust.mask(figs, why, found)
     figs["client"] = client or None
     if not client:
@@ -384,7 +383,7 @@ def document(plan: Plan, figs: dict, why: dict, export: dict, run: RunFacts) -> 
         "identity": identity,
         "figures": figs,
         "marks": found,
-        "stalls": stalls,
+        "silences": silent,
         "unmeasured": why,
         "counting": counting,
         "timings_s": run.timings_s,

@@ -142,8 +142,8 @@ def silences(reqs: list[dict]) -> list[dict]:
         waiting = [s for s, e in spans if s < b <= e]  # sent before the next response, not yet done
         began = max(a, min(waiting, default=b))
         if (b - began) / 1e9 > bound_s:
-            out.append({"source": "per-request export", "at_s": round((began - span[0]) / 1e9, 3),
-                        "for_s": round((b - began) / 1e9, 3), "bound_s": round(bound_s, 3)})  # fmt: skip
+            out.append({"at_s": round((began - span[0]) / 1e9, 3), "for_s": round((b - began) / 1e9, 3),
+                        "bound_s": round(bound_s, 3)})  # fmt: skip
     return out
 
 
@@ -161,7 +161,7 @@ def assess(artifact_dir: Path, streaming_run: bool) -> tuple[dict, list[dict]]:
     return client, silences(reqs)
 
 
-def marks(f: dict, client: dict, stalls: list[dict]) -> list[dict]:
+def marks(f: dict, client: dict, silent: list[dict]) -> list[dict]:
     """Why the point's figures cannot all be trusted or compared: [{mark, reason}], empty when they can."""
     out = []
     window = client.get("window_s") or f.get("benchmark_duration_s")
@@ -176,10 +176,10 @@ def marks(f: dict, client: dict, stalls: list[dict]) -> list[dict]:
         out.append({"mark": "not streamed", "reason": (
             f"not streamed: only {share:.0%} of {client['requests_judged']} answers arrived in more than one chunk "
             f"(bound {STREAMED_MIN_SHARE:.0%}): the client read buffered tokens at once")})  # fmt: skip
-    for s in stalls:
+    for s in silent:
         out.append({"mark": "stalled", "reason": (
             f"stalled: requests outstanding and no response for {s['for_s']:.1f} s from {s['at_s']:.1f} s into the "
-            f"window ({s['source']}; bound {s['bound_s']:g} s)")})  # fmt: skip
+            f"window (aiperf's per-request export; bound {s['bound_s']:g} s)")})  # fmt: skip
     out += _short(f, window)
     return out
 

@@ -73,7 +73,8 @@ class CapacitySearches:
             stamp = (st.st_mtime_ns, st.st_size)
             if self._docs.get(path, (None,))[0] != stamp:
                 doc = json.loads(path.read_bytes())
-                kept = {"identity": doc["identity"], "figures": doc["figures"], "marks": doc.get("marks")}
+                kept = {"identity": doc["identity"], "figures": doc["figures"]}
+                kept |= {k: doc.get(k) for k in ("marks", "stalls")}  # contract/marks: they stop a search
                 self._docs[path] = (stamp, kept)
             return self._docs[path][1]
         except (OSError, ValueError, KeyError, TypeError):
