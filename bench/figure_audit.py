@@ -1,5 +1,5 @@
 """Figure audit: recompute every client figure of a results folder's summary from aiperf's per-request
-exports and compare (report/audit). Run from the workflow's root after `make demo`:
+exports and compare (tools/audit). Run from the workflow's root after `make demo`:
 
     .venvs/project/bin/python bench/figure_audit.py results/summary.csv
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from servesweep.report.audit import audit
+from servesweep.tools.audit import audit
 
 
 def main() -> int:

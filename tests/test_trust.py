@@ -13,9 +13,9 @@ import pytest
 import fixture_exports as fx
 from servesweep.capacity.search import Bounds, decide, probe_met
 from servesweep.contract.plan import Plan
-from servesweep.report import audit
 from servesweep.report.summary import build_summary
 from servesweep.run import result, trust
+from servesweep.tools import audit
 
 from helpers import plan_of
 

@@ -89,22 +89,18 @@ def plots(df: pd.DataFrame, plot_dir: Path, slos: dict) -> dict[str, list[str]]:
             )
         )
 
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        for recipe, rdf in sdf.groupby("recipe"):
-            rdf = rdf.sort_values("concurrency")
-            ax.plot(rdf["concurrency"], rdf["ttft_p95_s"], "o-", label=recipe)
-            limit = slos.get(recipe, {}).get("ttft_p95_s")
-            if limit:
-                ax.axhline(limit, ls=":", lw=1, color=ax.lines[-1].get_color(), label=f"{recipe} SLO {limit:g} s")
-        files.append(
-            _finish(
-                plt,
-                fig,
-                ax,
-                ("concurrency", figures.label("ttft_p95_s")),
-                f"{title}: TTFT p95 vs concurrency",
-                plot_dir / f"{scen}-ttft-p95.png",
-            )
-        )
+        files.append(_ttft_plot(plt, sdf, slos, title, plot_dir / f"{scen}-ttft-p95.png"))
         made[scen] = files
     return made
+
+
+def _ttft_plot(plt, sdf: pd.DataFrame, slos: dict, title: str, path: Path) -> str:
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for recipe, rdf in sdf.groupby("recipe"):
+        rdf = rdf.sort_values("concurrency")
+        ax.plot(rdf["concurrency"], rdf["ttft_p95_s"], "o-", label=recipe)
+        limit = slos.get(recipe, {}).get("ttft_p95_s")
+        if limit:
+            ax.axhline(limit, ls=":", lw=1, color=ax.lines[-1].get_color(), label=f"{recipe} SLO {limit:g} s")
+    labels = ("concurrency", figures.label("ttft_p95_s"))
+    return _finish(plt, fig, ax, labels, f"{title}: TTFT p95 vs concurrency", path)

@@ -93,7 +93,7 @@ def aiperf_warnings(run_dir: Path, artifact_dir: Path) -> list[str]:
     """aiperf's distinct warnings of the eval (its console's "Warning: ..." and its log's WARNING lines),
     each once, at most MAX_WARNINGS: they travel into the eval file and the summary."""
     found: list[str] = []
-    for log in (run_dir / paths.AIPERF_LOG, *sorted(artifact_dir.glob("**/logs/aiperf.log"))):
+    for log in (run_dir / paths.AIPERF_LOG, *sorted(artifact_dir.glob(f"**/logs/{paths.AIPERF_LOG}"))):
         try:
             lines = log.read_text(errors="replace").splitlines()
         except OSError:

@@ -310,6 +310,20 @@ def measurement_terms(plan: Plan, export: dict) -> dict:
     return {"aiperf_scenario": locked, "request_plane_tls": plan.discovery["request_plane_tls"] if dynamo else None}
 
 
+def _trusted(plan: Plan, figs: dict, why: dict, artifacts: Path) -> dict:
+    """The result's figures, unmeasured, marks and silences: the point's marks (run/trust) from aiperf's artifacts; a
+    mark saying the client could not time the answers leaves the client-timed figures unmeasured. The
+    stack watch's ``stalls`` are added by the driver after this; contract/marks reads both."""
+    figs, why = dict(figs), dict(why)
+    client, silent = trust.assess(artifacts, plan.benchmark.streaming)
+    found = trust.marks(figs, client, silent)
+    trust.mask(figs, why, found)
+    figs["client"] = client or None
+    if not client:
+        why["client"] = "aiperf wrote no per-request export: the client's health is unknown"
+    return {"figures": figs, "unmeasured": why, "marks": found, "silences": silent}
+
+
 def client_settings(plan: Plan) -> dict:
     """What the client was asked to do: only points with equal settings are ranked against each other."""
     b = plan.benchmark
@@ -319,18 +333,9 @@ def client_settings(plan: Plan) -> dict:
 
 def document(plan: Plan, figs: dict, why: dict, export: dict, run: RunFacts) -> dict:
     """The result file's content (schemas/result.schema.yaml). SLO verdicts are the summary's:
-    they follow the recipe's current SLO, which is not part of the plan. The point's marks
-    (run/trust) come from aiperf's artifacts; a mark that says the client could not time the
-    answers leaves the client-timed figures unmeasured. The stack watch's ``stalls`` are added by the
-    driver after this; contract/marks reads both."""
+    they follow the recipe's current SLO, which is not part of the plan."""
     warm = plan.benchmark.warmup.get("requests", 0)
-    figs, why = dict(figs), dict(why)
-    client, silent = trust.assess(Path(run.artifacts), plan.benchmark.streaming)
-    found = trust.marks(figs, client, silent)
-    trust.mask(figs, why, found)
-    figs["client"] = client or None
-    if not client:
-        why["client"] = "aiperf wrote no per-request export: the client's health is unknown"
+    trusted = _trusted(plan, figs, why, Path(run.artifacts))  # figures, unmeasured, marks, silences
     identity = {
         "recipe": plan.recipe,
         "concurrency": plan.concurrency,
@@ -381,10 +386,7 @@ def document(plan: Plan, figs: dict, why: dict, export: dict, run: RunFacts) -> 
     return {
         "schema": RESULT_SCHEMA,
         "identity": identity,
-        "figures": figs,
-        "marks": found,
-        "silences": silent,
-        "unmeasured": why,
+        **trusted,
         "counting": counting,
         "timings_s": run.timings_s,
         "artifacts": run.artifacts,

@@ -21,6 +21,7 @@ import statistics
 import time
 from pathlib import Path
 
+from ..contract import paths
 from . import repeats
 
 CLIENT_STALL_SHARE = 0.02  # the client's event loop stalled for more than this share of the window
@@ -64,7 +65,7 @@ def client_stalls(artifact_dir: Path, window: tuple[int, int] | None) -> dict:
     """aiperf's "Event loop ... taking too long" warnings of every service in its logs, inside the
     window when it is known (a stall loading the dataset before it is no harm)."""
     stalls = []
-    for log in sorted(Path(artifact_dir).glob("**/logs/aiperf.log")):
+    for log in sorted(Path(artifact_dir).glob(f"**/logs/{paths.AIPERF_LOG}")):  # aiperf's own, per profile run
         try:
             lines = log.read_text(errors="replace").splitlines()
         except OSError:

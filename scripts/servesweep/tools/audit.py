@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..contract.marks import marks_of
-from ..run import repeats, trust
+from ..run import repeats, trust  # tools may read the run side: report/ may not
 
 DIGITS = {"ttft": 2, "latency": 2, "itl": 1, "req_s": 2, "tps": 0}  # as summary.md writes them
 RATE_TOLERANCE = 0.03
