@@ -101,7 +101,7 @@ def _graded_doc(tmp_path, csv: str, log: str = "") -> dict:
     (art / "accuracy_results.csv").write_text(csv)
     (tmp_path / "aiperf.log").write_text(log)
     overall, tasks = evals.read_scores(art)
-    doc = _eval_doc(0.0, 0.0) | evals.graded(overall) | {"tasks": tasks}
+    doc = _eval_doc(0.0, 0.0) | evals.score_of(overall) | {"tasks": tasks}
     doc |= {"warnings": evals.aiperf_warnings(tmp_path, art), "timings_s": {"bench": 3.5}}
     assert list(schema_errors(doc, "eval.schema.yaml")) == []
     return doc

@@ -76,7 +76,7 @@ def stderr_of(correct: int, total: int) -> float | None:
     return math.sqrt(p * (1 - p) / (total - 1))
 
 
-def graded(overall: dict) -> dict:
+def score_of(overall: dict) -> dict:
     """Score, stderr and counts. Unparsed answers count as wrong; with none gradable there is no score
     (null), never 0 % ± 0 %: the server, not the model, is then usually at fault."""
     counts = {k: overall[k] for k in ("correct", "total", "unparsed")}
@@ -187,7 +187,7 @@ def run_eval(plan_path: Path, settings_path: Path, out_path: Path, join: Path | 
         ident = check_turn.identity(plan, stack) | {"settings": digest(Path(settings_path).read_text())}
         keep = {k: settings.get(k) for k in ("benchmark", "tasks", "n_shots")}
         timings = {"bench": round(time.monotonic() - started, 3)}
-        return {"schema": SCHEMA, "identity": ident, "eval": keep, **graded(overall), "tasks": tasks,
+        return {"schema": SCHEMA, "identity": ident, "eval": keep, **score_of(overall), "tasks": tasks,
                 "warnings": aiperf_warnings(run_dir, art), "timings_s": timings}  # fmt: skip
 
     return check_turn.take_turn(plan_path, out_path, f"eval-{settings['benchmark']}", "eval.schema.yaml", measure, join)
