@@ -156,3 +156,9 @@ def test_a_stall_the_stack_watch_recorded_marks_the_point_stalled_when_read():
     assert mark == {"mark": "stalled", "reason": "stalled: frontend-0 stopped (state T) for 5.2 s from 4.0 s after "
                     "aiperf started"}  # fmt: skip
     assert probe_met(doc, {"ttft_p95_s": 0.5}) == mark["reason"]
+
+
+def test_an_answer_that_stops_mid_stream_with_nothing_else_outstanding_is_a_silence():
+    reqs = fx.steady(10) + [fx.request(2.5, 0.05, [0.01] * 5 + [20.0] + [0.01] * 5)]
+    (silence,) = trust.silences(trust.profiling(reqs))
+    assert silence["at_s"] == pytest.approx(2.6, abs=0.01) and silence["for_s"] == pytest.approx(20.0, abs=0.01)

@@ -162,7 +162,7 @@ def _share(x) -> str:
 
 def _pm(value, hw, digits: int = 0) -> str:
     """'17 078 ± 412' where the point was measured with repeats."""
-    if hw is None or pd.isna(hw):
+    if hw is None or pd.isna(hw) or value is None or pd.isna(value):
         return num(value, digits)
     return f"{num(value, digits)} ± {num(hw, digits)}"
 

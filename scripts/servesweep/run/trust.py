@@ -114,18 +114,23 @@ def _tokens(r: dict):
     return t if t is not None else _metric(r, "output_token_count")
 
 
-def _response_times(r: dict) -> list[int]:
-    """When the client got something of this request: its first token, each later chunk, its end."""
+def _answering(r: dict, bound_ms: float) -> list[tuple[int, int]]:
+    """When the client was getting this request's answer, as intervals from its first chunk to its end,
+    split only where two chunks lay more than the bound apart (a long answer costs one max(), not a loop)."""
     start, end = r["metadata"]["request_start_ns"], r["metadata"]["request_end_ns"]
     ttft = _metric(r, "time_to_first_token")
-    out = [end]
-    if isinstance(ttft, (int, float)):
-        at = start + int(ttft * 1e6)
-        out.append(at)
-        for gap in _metric(r, "inter_chunk_latency") or []:
-            at += int(gap * 1e6)
-            out.append(at)
-    return out
+    if not isinstance(ttft, (int, float)):
+        return [(end, end)]
+    first, gaps = start + int(ttft * 1e6), _metric(r, "inter_chunk_latency") or []
+    if not gaps or max(gaps) <= bound_ms:
+        return [(first, max(first, end))]
+    out, at, since = [], first, first
+    for gap in gaps:
+        if gap > bound_ms:
+            out.append((since, at))
+            since = at + int(gap * 1e6)
+        at += int(gap * 1e6)
+    return [*out, (since, max(at, end))]
 
 
 def silences(reqs: list[dict]) -> list[dict]:
@@ -136,17 +141,17 @@ def silences(reqs: list[dict]) -> list[dict]:
         return []
     ttfts = [t for t in (_metric(r, "time_to_first_token") for r in reqs) if isinstance(t, (int, float))]
     bound_s = max(STALL_MIN_S, STALL_TTFT_FACTOR * statistics.median(ttfts) / 1000 if ttfts else 0.0)
-    responses = sorted({t for r in reqs for t in _response_times(r)} | {span[0]})
+    answering = sorted([(span[0], span[0])] + [iv for r in reqs for iv in _answering(r, bound_s * 1000)])
     spans = [(r["metadata"]["request_start_ns"], r["metadata"]["request_end_ns"]) for r in reqs]
-    out = []
-    for a, b in zip(responses, responses[1:], strict=False):
-        if (b - a) / 1e9 <= bound_s:
-            continue
-        waiting = [s for s, e in spans if s < b <= e]  # sent before the next response, not yet done
-        began = max(a, min(waiting, default=b))
-        if (b - began) / 1e9 > bound_s:
-            out.append({"at_s": round((began - span[0]) / 1e9, 3), "for_s": round((b - began) / 1e9, 3),
-                        "bound_s": round(bound_s, 3)})  # fmt: skip
+    out, reach = [], span[0]
+    for a, b in answering:
+        if (a - reach) / 1e9 > bound_s:
+            waiting = [s for s, e in spans if s < a <= e]  # sent before the next response, not yet done
+            began = max(reach, min(waiting, default=a))
+            if (a - began) / 1e9 > bound_s:
+                out.append({"at_s": round((began - span[0]) / 1e9, 3), "for_s": round((a - began) / 1e9, 3),
+                            "bound_s": round(bound_s, 3)})  # fmt: skip
+        reach = max(reach, b)
     return out
 
 
