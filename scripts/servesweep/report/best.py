@@ -25,9 +25,9 @@ def _why_not(row, blocked: dict) -> tuple[str, ...]:
     if not _met(row.slo_met):
         out.append("missed its SLO")
     if row.logs_note:
-        out.append(row.logs_note)
+        out.append("logs not clean")
     if row.marks:
-        out.append(row.marks)
+        out.append(row.mark_kinds)
     if row.recipe in blocked:
         out.append(blocked[row.recipe])
     return tuple(out)
@@ -47,12 +47,12 @@ def best_per_concurrency(df: pd.DataFrame, blocked: dict | None = None) -> pd.Da
     blocked = blocked or {}
     rows = []
     for _, group in df.groupby(["scenario", "concurrency"], sort=True):
-        ranking = leader([_candidate(r, blocked) for r in group.itertuples()])
+        candidates = [_candidate(r, blocked) for r in group.itertuples()]
+        ranking = leader(candidates)
         top = ranking.leader or (ranking.tied[0] if ranking.tied else None)
-        if top is None:
-            continue
-        row = group[group["recipe"] == top.name].iloc[0].copy()
-        row["best"] = ranking.label
+        row = group[group["recipe"] == top.name].iloc[0].copy() if top else group.iloc[0].copy()
+        row["best"] = ranking.label if top else "none ranked"
+        row["not_ranked"] = "; ".join(f"{c.name}: {', '.join(c.marks)}" for c in candidates if c.marks)
         other = sorted({c.name for c in ranking.not_compared if not c.marks and c.value is not None})
         row["not_compared"] = ", ".join(other)
         rows.append(row)
@@ -65,15 +65,15 @@ def best_section(df: pd.DataFrame, blocked: dict | None = None) -> list[str]:
     what = "total tok/s of the stack: its GPUs are virtual" if virtual else "total tok/s per GPU"
     parts = ["", f"## Best setup per concurrency ({what}, SLO met)", ""]
     if best.empty:
-        return parts + ["_No point meets its SLO with clean logs, no mark and its accuracy floor._"]
+        return parts + ["_No point._"]
     rows = [
-        [r.scenario, r.concurrency, r.best, num(getattr(r, RANKED)), num(r.output_tps_per_gpu),
-         r.not_compared or "–"]
+        [r.scenario, r.concurrency, r.best, num(getattr(r, RANKED)) if r.best != "none ranked" else "–",
+         num(r.output_tps_per_gpu) if r.best != "none ranked" else "–", r.not_compared or "–", r.not_ranked or "–"]
         for r in best.itertuples()
     ]  # fmt: skip
     ranked = figures.label("total_tps") if virtual else figures.label("total_tps_per_gpu")
     headers = ["scenario", "conc", "best recipe", ranked, figures.label("output_tps_per_gpu"),
-               "not compared (other client settings)"]  # fmt: skip
+               "not compared (other client settings)", "not ranked (why)"]  # fmt: skip
     note = (f"A leader must be ahead beyond the noise (repeats' intervals, else {figures.NOISE_BAND:.0%}); "
             "otherwise the row says tied and names the tied recipes.")  # fmt: skip
     return parts + [tabulate(rows, headers, tablefmt="github", disable_numparse=True), "", note]
