@@ -2,7 +2,7 @@
 
 A leader must be ahead of every other comparable candidate beyond the noise: the sum of both
 confidence half-widths where both were measured with repeats, else the declared band
-(contract/figures.NOISE_BAND) of the leader's value. Only candidates measured with the same client
+(contract/figures.NOISE_BAND) of the lower value. Only candidates measured with the same client
 settings (duration, warm-up, scenario: ``settings``) are compared; a marked candidate is never ranked.
 """
 
@@ -51,7 +51,7 @@ def noise(a: Candidate, b: Candidate, band: float = NOISE_BAND) -> float:
     ha, hb = _hw(a), _hw(b)
     if ha is not None and hb is not None:
         return ha + hb
-    return band * max(abs(a.value), abs(b.value))
+    return band * min(abs(a.value), abs(b.value))  # as the tuning table's ahead() counts it
 
 
 def leader(candidates, higher_is_better: bool = True, band: float = NOISE_BAND) -> Ranking:
