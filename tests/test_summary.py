@@ -367,10 +367,13 @@ def test_repeats_intervals_decide_a_lead_and_other_client_settings_are_not_compa
     assert lower.label == "b"
     other = leader([Candidate("a", 100.0, settings="20 s"), Candidate("b", 99.0, settings="6 s")])
     assert other.label == "a" and [c.name for c in other.not_compared] == ["b"]
+    unknown = leader([Candidate("a", 100.0, settings="20 s"), Candidate("old", 99.0)])  # written before settings
+    assert unknown.label == "tied: a, old"
     marked = leader([Candidate("a", 500.0, marks=("client-bound",)), Candidate("b", 99.0)])
     assert marked.label == "b"
     monkeypatch.chdir(tmp_path)
     docs = {"a": result_doc("a", 4, 0.2, 10200.0), "b": result_doc("b", 4, 0.2, 10000.0)}
+    docs["a"]["identity"]["client_settings"] = {"duration_s": 20, "warmup": {"requests": 8}, "scenario": "chat"}
     docs["b"]["identity"]["client_settings"] = {"duration_s": 6, "warmup": {}, "scenario": "chat"}
     build_summary(*_point_files(docs), Path("results/summary.md"))
     best = _best(Path("results/summary.md").read_text())

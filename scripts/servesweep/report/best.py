@@ -22,7 +22,8 @@ def _met(v) -> bool:
 
 def _why_not(row, blocked: dict) -> tuple[str, ...]:
     out = []
-    if not _met(row.slo_met):
+    missed = [m for m in str(row.slo_missed or "").split("; ") if m and not m.endswith("not measured")]
+    if not _met(row.slo_met) and missed:  # an unmeasured figure is the mark's to explain, not a miss
         out.append("missed its SLO")
     if row.logs_note:
         out.append("logs not clean")
@@ -36,7 +37,8 @@ def _why_not(row, blocked: dict) -> tuple[str, ...]:
 def _candidate(row, blocked: dict) -> Candidate:
     value = getattr(row, RANKED)
     hw = row.total_tps_per_gpu_hw if not row.virtual_gpus else None
-    return Candidate(row.recipe, None if pd.isna(value) else float(value), hw, row.client_settings,
+    settings = row.client_settings if isinstance(row.client_settings, str) else None  # None: unknown
+    return Candidate(row.recipe, None if pd.isna(value) else float(value), hw, settings,
                      _why_not(row, blocked))  # fmt: skip
 
 

@@ -19,7 +19,7 @@ class Candidate:
     name: str  # what the table names: a recipe, a setup
     value: float  # the figure ranked on
     half_width: float | None = None  # half its confidence interval, with repeats
-    settings: object = None  # the client settings it was measured with (hashable); equal ones are compared
+    settings: object = None  # the client settings it was measured with (hashable); None: unknown, compared with any
     marks: tuple[str, ...] = ()  # why it cannot be ranked (run/trust marks, failed checks)
 
 
@@ -63,7 +63,7 @@ def leader(candidates, higher_is_better: bool = True, band: float = NOISE_BAND) 
     sign = 1 if higher_is_better else -1
     ordered = sorted(usable, key=lambda c: -sign * c.value)
     top = ordered[0]
-    same = [c for c in ordered if c.settings == top.settings]
+    same = [c for c in ordered if None in (c.settings, top.settings) or c.settings == top.settings]
     others = tuple(c for c in candidates if c not in same)
     close = [c for c in same[1:] if sign * (top.value - c.value) <= noise(top, c, band)]
     if close:

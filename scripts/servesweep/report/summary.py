@@ -87,12 +87,12 @@ def _trust_columns(doc: dict) -> dict:
     cluster = ((doc.get("source") or {}).get("cluster") or {}).get("doc") or {}
     virtual = cluster.get("gpu_type") == "virtual"
     per_gpu = _total_per_gpu(f, i["topology"]["gpus"])
-    settings = i.get("client_settings") or {"scenario": i["scenario"]}
+    settings = i.get("client_settings")  # None in results written before it: compared with any
     marks = marks_of(doc)
     out = {
         "marks": "; ".join(m["reason"] for m in marks),
         "mark_kinds": ", ".join(dict.fromkeys(m["mark"] for m in marks)),
-        "client_settings": json.dumps(settings, sort_keys=True),
+        "client_settings": None if settings is None else json.dumps(settings, sort_keys=True),
         "virtual_gpus": virtual,
         "rank_tps": f.get("total_tps") if virtual else per_gpu,
         "silences": json.dumps(doc.get("silences") or []),
