@@ -10,7 +10,7 @@ import pytest
 
 from servesweep.capacity.search import Bounds, decide, probes_left_at_most
 from servesweep.fileio.errors import InputError
-from servesweep.report.capacity import capacity_deltas, capacity_doc, capacity_section
+from servesweep.report.capacity import capacity_deltas, capacity_doc, capacity_section, load_capacities, write_capacity
 from servesweep.report.summary import build_summary
 from servesweep.tools.samples import result_doc
 
@@ -101,6 +101,26 @@ def test_capacity_doc_names_capacity_lowest_miss_and_the_probes(tmp_path):
     assert doc["at_capacity"]["total_tps_per_gpu"] == 1000.0 * 10 / 2
     assert doc["probes"][0]["gpu_hours"] == 2 * (60.0 + 30.0) / 3600  # 2 GPUs x (benchmark + its stack's start)
     assert "| 0.300 " in "\n".join(capacity_section([doc], None))  # 6 probes' GPU-hours
+
+
+def test_a_search_meeting_a_client_bound_probe_stops_and_names_it(tmp_path):
+    probes = [_write(tmp_path, "fast", c, 0.1) for c in (2, 4, 8)]
+    doc = json.loads(Path(probes[2]).read_text())
+    doc["marks"] = [{"mark": "client-bound", "reason": "client-bound: aiperf's event loop stalled 9 times"}]
+    Path(probes[2]).write_text(json.dumps(doc))
+    out = tmp_path / "capacity.json"
+    cap = write_capacity(_write_settings(tmp_path), probes, out, tmp_path / "capacity.png")
+    assert cap["capacity"] is None and cap["outcome"] == "stopped: c8 client-bound: aiperf's event loop stalled 9 times"
+    assert [p["stopped"] for p in cap["probes"]] == [None, None, "client-bound: aiperf's event loop stalled 9 times"]
+    assert (tmp_path / "capacity.png").stat().st_size > 0 and "| stopped: c8 client-bound" in "\n".join(
+        capacity_section(load_capacities([out]), None)
+    )
+
+
+def _write_settings(tmp_path: Path) -> Path:
+    p = tmp_path / "settings.json"
+    p.write_text(json.dumps(_settings()))
+    return p
 
 
 def test_an_undecided_search_or_a_foreign_result_writes_nothing(tmp_path):

@@ -15,7 +15,8 @@ import pytest
 
 from servesweep.checks import evalsets
 from servesweep.contract.plan import Plan
-from servesweep.report.accuracy import accuracy_section, drop_flag
+from servesweep.fileio.yamlio import schema_errors
+from servesweep.report.accuracy import accuracy_blocks, accuracy_section, drop_flag
 from servesweep.run import evals
 
 from helpers import ROOT, copy_workflow, plan_of, servesweep, snakemake
@@ -91,6 +92,43 @@ def test_scores_are_read_from_aiperf_and_come_with_their_standard_error(tmp_path
     (tmp_path / "accuracy_results.csv").write_text("task,correct\nabstract_algebra,3\n")
     with pytest.raises(ValueError, match="no usable accuracy_results.csv"):
         evals.read_scores(tmp_path)
+
+
+def _graded_doc(tmp_path, csv: str, log: str = "") -> dict:
+    """An eval file as run_eval writes it, from aiperf's accuracy CSV and console log (fixtures)."""
+    art = tmp_path / "aiperf"
+    art.mkdir()
+    (art / "accuracy_results.csv").write_text(csv)
+    (tmp_path / "aiperf.log").write_text(log)
+    overall, tasks = evals.read_scores(art)
+    doc = _eval_doc(0.0, 0.0) | evals.score_of(overall) | {"tasks": tasks}
+    doc |= {"warnings": evals.aiperf_warnings(tmp_path, art), "timings_s": {"bench": 3.5}}
+    assert list(schema_errors(doc, "eval.schema.yaml")) == []
+    return doc
+
+
+def test_nine_of_twelve_is_75_percent_with_its_standard_error(tmp_path):
+    doc = _graded_doc(tmp_path, "task,correct,total,unparsed,accuracy\nOVERALL,9,12,0,0.75\nmain,9,12,0,0.75\n")
+    assert doc["score"] == 0.75 and doc["stderr"] == pytest.approx(math.sqrt(0.75 * 0.25 / 11))
+    row = next(ln for ln in "\n".join(accuracy_section([doc], None)).splitlines() if ln.startswith("| r "))
+    assert "| 75.0 %  | 13.1 %" in row and "9 / 12" in row
+    assert accuracy_blocks([doc], {"r": {"mmlu": 0.7}}) == {}
+    assert accuracy_blocks([doc], {"r": {"mmlu": 0.8}}) == {"r": "mmlu: ⚠ below its floor 80.0 %"}
+
+
+def test_all_unparsed_is_no_gradable_answers_with_aiperfs_warning_never_zero_percent(tmp_path):
+    console = ("Warning: every accuracy response was unparsed (accuracy=0). The grader could\n"
+               "not extract an answer from any model output.\n\n"
+               "2026-01-01 00:00:00.000 - aiperf.w - WARNING - Event loop for w is taking too long to run. "
+               "Overhead: 30ms\n")  # fmt: skip
+    doc = _graded_doc(tmp_path, "task,correct,total,unparsed,accuracy\nOVERALL,0,12,12,0.0\n", console)
+    assert doc["score"] is None and doc["stderr"] is None and doc["unparsed"] == 12
+    said = "every accuracy response was unparsed (accuracy=0). The grader could not extract an answer from any"
+    assert doc["warnings"] == [said + " model output."]  # the console's wrapped lines joined; no event-loop line
+    section = "\n".join(accuracy_section([doc], None))
+    assert "no gradable answers (12 unparsed)" in section and "0.0 %" not in section
+    assert "aiperf warned: every accuracy response was unparsed" in section
+    assert accuracy_blocks([doc], {}) == {"r": "mmlu: no gradable answers (12 unparsed)"}
 
 
 def test_a_bad_settings_file_is_named_without_a_traceback(tmp_path):

@@ -167,7 +167,8 @@ def test_gpu_hours_count_each_stack_start_once(fixture_run):
     # 2 GPUs: startup 30 s, benchmark 2 x 60 s, idle 30 s between the points; one start per point
     # pays 2 x 30 s of startup
     cells = _gpu_row(md, "stack-shared")
-    expected = ["stack-shared", "fast", "2", "2", "0.017", "0.067", "0.017", "0.000", "0.100", "0.083", "0.100"]
+    expected = ["stack-shared", "fast", "2", "2", "0.017", "0.067", "0.017", "0.000", "0", "0.000", "0.100", "0.083"]
+    expected += ["0.100"]
     assert cells == expected, cells
     assert "cross-scenario reuse" not in md  # one scenario: warm caches are the curve's own
 
@@ -179,7 +180,7 @@ def test_a_lingering_stack_counts_its_linger_after_the_last_point(fixture_run):
     _on_one_stack(points, linger_s=90)
     build_summary(paths, sel, Path("results/summary.md"))
     cells = _gpu_row(Path("results/summary.md").read_text(), "stack-shared")
-    assert cells[7:9] == ["0.050", "0.150"], cells
+    assert cells[7] == "0.050" and cells[10] == "0.150", cells
 
 
 def test_the_last_runs_bill_is_set_against_what_its_stacks_spent(fixture_run):
@@ -210,7 +211,7 @@ def test_a_stack_shared_by_two_scenarios_counts_one_start_and_marks_unreset_cach
     cells = _gpu_row(md, "stack-shared")
     assert cells[:3] == ["stack-shared ‡", "fast, other", "2"], cells
     # 2 GPUs x (30 + 120) s, no linger; per recipe 2 x 30 s startup
-    assert cells[7:] == ["0.000", "0.083", "0.100", "0.100"], cells
+    assert cells[7:] == ["0.000", "0", "0.000", "0.083", "0.100", "0.100"], cells
     assert "‡ cross-scenario reuse without a prefix-cache reset" in md
     _on_one_stack({("fast", 4): (1, "00:00", "01:00", False), ("other", 8): (2, "01:00", "02:00", True)})
     build_summary(paths, sel, Path("results/summary.md"))
@@ -324,3 +325,121 @@ def test_baseline_attribution_names_the_differing_fields(fixture_run, tmp_path):
     rows = {ln.split("|")[1].strip(): ln for ln in section.splitlines() if ln.startswith("| ") and "recipe" not in ln}
     assert "engine.args: --max-num-seqs 256 → 512" in rows["fast"]
     assert "same config: noise or environment" in rows["dense-img"]
+
+
+def _point_files(docs: dict, slos: dict | None = None, floors: dict | None = None) -> tuple[list[Path], Path]:
+    paths, points = [], []
+    for name, doc in docs.items():
+        p = Path("results") / name / f"c{doc['identity']['concurrency']}.json"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps(doc))
+        paths.append(p)
+        points.append({"recipe": name, "concurrency": doc["identity"]["concurrency"], "result": str(p),
+                       "scenario": doc["identity"]["scenario"], "log_dir": f"logs/{name}"})  # fmt: skip
+    sel = Path(".plans/selection-local.json")
+    sel.parent.mkdir(exist_ok=True)
+    sel.write_text(json.dumps({"cluster": "local", "points": points, "slo": slos or {}, "eval_floors": floors or {}}))
+    return paths, sel
+
+
+def _best(md: str) -> str:
+    return md.split("## Best setup per concurrency")[1].split("##")[0]
+
+
+def test_two_recipes_two_percent_apart_without_repeats_are_tied(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    docs = {"a": result_doc("a", 4, 0.2, 10200.0), "b": result_doc("b", 4, 0.2, 10000.0)}
+    build_summary(*_point_files(docs), Path("results/summary.md"))
+    assert "| chat       | 4      | tied: a, b" in _best(Path("results/summary.md").read_text())
+    docs["a"] = result_doc("a", 4, 0.2, 10400.0)  # 4 % ahead: beyond the 3 % band
+    build_summary(*_point_files(docs), Path("results/summary.md"))
+    assert "| chat       | 4      | a " in _best(Path("results/summary.md").read_text())
+
+
+def test_repeats_intervals_decide_a_lead_and_other_client_settings_are_not_compared(tmp_path, monkeypatch):
+    from servesweep.report.ranking import Candidate, leader
+
+    narrow = leader([Candidate("a", 102.0, 0.5), Candidate("b", 100.0, 0.5)])
+    assert narrow.leader.name == "a" and narrow.label == "a"  # 2 apart, intervals 1 wide together
+    wide = leader([Candidate("a", 102.0, 1.5), Candidate("b", 100.0, 1.5)])
+    assert wide.leader is None and wide.label == "tied: a, b"
+    lower = leader([Candidate("a", 0.30), Candidate("b", 0.20)], higher_is_better=False)
+    assert lower.label == "b"
+    other = leader([Candidate("a", 100.0, settings="20 s"), Candidate("b", 99.0, settings="6 s")])
+    assert other.label == "a" and [c.name for c in other.not_compared] == ["b"]
+    unknown = leader([Candidate("a", 100.0, settings="20 s"), Candidate("old", 99.0)])  # written before settings
+    assert unknown.label == "tied: a, old"
+    marked = leader([Candidate("a", 500.0, marks=("client-bound",)), Candidate("b", 99.0)])
+    assert marked.label == "b"
+    monkeypatch.chdir(tmp_path)
+    docs = {"a": result_doc("a", 4, 0.2, 10200.0), "b": result_doc("b", 4, 0.2, 10000.0)}
+    docs["a"]["identity"]["client_settings"] = {"duration_s": 20, "warmup": {"requests": 8}, "scenario": "chat"}
+    docs["b"]["identity"]["client_settings"] = {"duration_s": 6, "warmup": {}, "scenario": "chat"}
+    build_summary(*_point_files(docs), Path("results/summary.md"))
+    best = _best(Path("results/summary.md").read_text())
+    cells = [c.strip() for c in next(ln for ln in best.splitlines() if ln.startswith("| chat")).strip("|").split("|")]
+    assert cells[2] == "a" and cells[5] == "b" and cells[6] == "–", cells  # b ran 6 s: not compared, not "not ranked"
+
+
+def test_a_stack_below_its_accuracy_floor_or_ungradable_is_never_named_best(tmp_path, monkeypatch):
+    from servesweep.run import evals
+
+    monkeypatch.chdir(tmp_path)
+    docs = {"a": result_doc("a", 4, 0.2, 20000.0), "b": result_doc("b", 4, 0.2, 10000.0)}
+    ident = {"recipe": "a", "cluster": "local", "rehearsal": False, "engine": "vllm", "plan_fingerprint": "p",
+             "server_fingerprint": "s", "settings": "x", "stack": "k", "time": "t"}  # fmt: skip
+    ev = {"schema": evals.SCHEMA, "identity": ident, "eval": {"benchmark": "gsm8k", "tasks": None, "n_shots": None},
+          "score": None, "stderr": None, "correct": 0, "total": 12, "unparsed": 12, "tasks": []}  # fmt: skip
+    Path("results/a").mkdir(parents=True)
+    Path("results/a/eval-gsm8k.json").write_text(json.dumps(ev))
+    paths, sel = _point_files(docs)
+    build_summary(paths, sel, Path("results/summary.md"), evals=[Path("results/a/eval-gsm8k.json")])
+    md = Path("results/summary.md").read_text()
+    assert "| chat       | 4      | b " in _best(md) and "no gradable answers (12 unparsed)" in md
+    ev |= {"score": 0.5, "stderr": 0.15, "correct": 6, "unparsed": 0}
+    Path("results/a/eval-gsm8k.json").write_text(json.dumps(ev))
+    paths, sel = _point_files(docs, floors={"a": {"gsm8k": 0.6}})
+    build_summary(paths, sel, Path("results/summary.md"), evals=[Path("results/a/eval-gsm8k.json")])
+    md = Path("results/summary.md").read_text()
+    assert "| chat       | 4      | b " in _best(md) and "⚠ below its floor 60.0 %" in md
+
+
+def test_gpu_time_counts_every_probe_and_check_a_stack_served(fixture_run):
+    """A capacity search's probes outside the selection and an eval on the same stack are its GPU time."""
+    from servesweep.run import evals
+
+    root, paths, sel = fixture_run
+    probe = result_doc("fast", 8, 0.3, 12000.0)  # not a selected point: only its search probed it
+    Path("results/fast/c8.json").write_text(json.dumps(probe))
+    cap = {"schema": "servesweep.capacity/1", "recipe": "fast", "scenario": "chat", "cluster": "local", "slo": {},
+           "bounds": {"min": 4, "max": 8, "tolerance": 1}, "capacity": 8, "lowest_miss": None,
+           "outcome": "meets the SLO at max", "at_capacity": None,
+           "probes": [{"concurrency": 8, "met": True, "verdicts": [], "result": "results/fast/c8.json"}]}  # fmt: skip
+    Path("results/fast/capacity.json").write_text(json.dumps(cap))
+    ident = {"recipe": "fast", "cluster": "local", "rehearsal": False, "engine": "vllm", "plan_fingerprint": "p",
+             "server_fingerprint": "s", "settings": "x", "stack": "stack-fast", "time": "t"}  # fmt: skip
+    ev = {"schema": evals.SCHEMA, "identity": ident, "eval": {"benchmark": "gsm8k", "tasks": None, "n_shots": None},
+          "score": 0.75, "stderr": 0.13, "correct": 9, "total": 12, "unparsed": 0, "tasks": [],
+          "timings_s": {"bench": 180.0}}  # fmt: skip
+    Path("results/fast/eval-gsm8k.json").write_text(json.dumps(ev))
+    build_summary(paths, sel, Path("results/summary.md"), capacities=[Path("results/fast/capacity.json")],
+                  evals=[Path("results/fast/eval-gsm8k.json")])  # fmt: skip
+    cells = _gpu_row(Path("results/summary.md").read_text(), "stack-fast")
+    assert cells[2] == "3" and cells[8:10] == ["1", "0.100"], cells  # c4, c16 and the probe c8; 2 GPUs x 180 s
+
+
+def test_on_a_cluster_of_virtual_gpus_no_per_gpu_figure_is_shown(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    docs = {"a": result_doc("a", 4, 0.2, 20000.0), "b": result_doc("b", 4, 0.2, 10000.0, gpus=1)}
+    for d in docs.values():
+        d["source"] = {"schema": "servesweep.source/1", "plan_schema": "p", "recipe": {"name": "r", "doc": {}},
+                       "cluster": {"name": "local", "doc": {"gpu_type": "virtual"}}}  # fmt: skip
+    build_summary(*_point_files(docs), Path("results/summary.md"))
+    md = Path("results/summary.md").read_text()
+    row = next(ln for ln in md.splitlines() if ln.startswith("| [a]"))
+    assert "10 000" not in row and "this cluster's GPUs are virtual (`gpu_type: virtual`)" in md
+    best = _best(md)
+    assert "(total tok/s of the stack: its GPUs are virtual, SLO met)" in best
+    assert "| chat       | 4      | a " in best  # by the stack's tok/s, not b's 10 000 per 'GPU' against a's 10 000
+    csv = pd.read_csv("results/summary.csv")
+    assert csv["total_tps_per_gpu"].isna().all() and csv["output_tps_per_gpu"].isna().all()

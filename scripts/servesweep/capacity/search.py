@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..contract.marks import STOPPING_SEARCH, marks_of
 from ..fileio.errors import Problem
 from .slo import slo_verdicts
 
@@ -38,6 +39,7 @@ class Decision:
     missed: int | None  # lowest known concurrency missing it
     next: int | None  # the probe to run next; None once decided
     ignored: tuple[int, ...] = ()  # met the SLO above the first miss: noise, not capacity
+    stopped: tuple[str, ...] = ()  # probes whose figures cannot decide (marked): the search stops, naming them
 
     @property
     def done(self) -> bool:
@@ -45,6 +47,8 @@ class Decision:
 
     @property
     def outcome(self) -> str:
+        if self.stopped:
+            return "stopped: " + "; ".join(self.stopped)
         if self.missed is None:
             return "meets the SLO at max"
         if self.held is None:
@@ -52,9 +56,13 @@ class Decision:
         return "within tolerance"
 
 
-def decide(bounds: Bounds, met: dict[int, bool]) -> Decision:
-    """The search state from what is known: concurrency -> met every SLO."""
+def decide(bounds: Bounds, met: dict[int, bool | str]) -> Decision:
+    """The search state from what is known: concurrency -> met every SLO, or why its probe cannot
+    decide (a client-bound, not streamed or stalled point: ``probe_met``), which stops the search."""
     known = {c: ok for c, ok in met.items() if c in bounds}
+    stops = tuple(f"c{c} {why}" for c, why in sorted(known.items()) if isinstance(why, str))
+    if stops:
+        return Decision(None, None, None, (), stops)
     missed = min((c for c, ok in known.items() if not ok), default=None)
     below = [c for c, ok in known.items() if ok and (missed is None or c < missed)]
     held = max(below, default=None)
@@ -95,13 +103,19 @@ def probes_left_at_most(bounds: Bounds, d: Decision) -> int:
     return worst
 
 
-def probe_met(doc: dict, slo: dict) -> bool:
-    return bool(slo_verdicts(slo, doc["figures"])["met"])
+def probe_met(doc: dict, slo: dict) -> bool | str:
+    """Whether a probe met every SLO; or, where its figures cannot decide, why (its marks)."""
+    stops = [m["reason"] for m in marks_of(doc) if m["mark"] in STOPPING_SEARCH]
+    return "; ".join(stops) if stops else bool(slo_verdicts(slo, doc["figures"])["met"])
+
+
+def _sign(ok) -> str:
+    return "⚠" if isinstance(ok, str) else ("✓" if ok else "✗")
 
 
 def describe(recipe: str, bounds: Bounds, met: dict[int, bool], d: Decision) -> str:
     """One line for the dry run: which probes are known, which one runs next."""
-    known = " ".join(f"c{c} {'✓' if ok else '✗'}" for c, ok in sorted(met.items()) if c in bounds) or "none"
+    known = " ".join(f"c{c} {_sign(ok)}" for c, ok in sorted(met.items()) if c in bounds) or "none"
     head = f"capacity of {recipe} (c{bounds.low}..c{bounds.high}, tolerance {bounds.tolerance}): known {known}"
     if d.done:
         return f"{head}; decided: {d.outcome}, capacity {'–' if d.held is None else f'c{d.held}'}"

@@ -53,6 +53,8 @@ FIGURES = (
     Figure("acceptance_length", ("spec_decode", "mean_acceptance_length"), "tokens", "accept. length", digits=2),
     Figure("server_ttft_mean_s", ("server_ttft_s", "mean"), "s", "server TTFT mean", digits=3),
     Figure("ttft_gap_s", ("ttft_gap_s",), "s", "TTFT gap (client - server)", digits=3),
+    # output tokens / request latency per request: does not depend on when the client read the chunks
+    Figure("e2e_tps_per_user", ("client", "e2e_output_tps_per_user"), "tok/s/user", "e2e output tok/s/user"),
 )
 BY_NAME = {f.name: f for f in FIGURES}
 SLO_FIGURES = {f.slo: f for f in FIGURES if f.slo}  # the keys a recipe's slo may name
@@ -60,6 +62,11 @@ COMPARED = tuple(f for f in FIGURES if f.higher_is_better is not None)  # a base
 # Older results' repeats named output tokens per GPU without saying so.
 HALF_WIDTH_ALIASES = {"output_tps_per_gpu": "tps_per_gpu"}
 
+
+# Without repeats a run has no confidence interval: a difference smaller than this share of the value
+# is called noise (run-to-run spread of one point measured on these machines: 1-3 %). Baselines and
+# rankings (report/ranking) both use it.
+NOISE_BAND = 0.03
 
 PER_GPU = {"output_tps_per_gpu": "output_tps", "total_tps_per_gpu": "total_tps"}  # derived: base / GPUs
 

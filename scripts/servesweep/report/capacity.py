@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from ..capacity.search import Bounds, decide
+from ..capacity.search import Bounds, decide, probe_met
 from ..capacity.slo import slo_verdicts
 from ..contract import paths
 from ..contract.figures import BY_NAME, gpu_hours
@@ -30,6 +30,7 @@ def _probe_row(path: str, doc: dict, slo: dict) -> dict:
     return {
         "concurrency": ident.get("point", ident["concurrency"]),
         "met": bool(verdict["met"]),
+        "stopped": stop if isinstance(stop := probe_met(doc, slo), str) else None,  # its marks: cannot decide
         "verdicts": verdict["verdicts"],
         "result": path,
         "plan_fingerprint": ident["plan_fingerprint"],
@@ -61,7 +62,7 @@ def capacity_doc(settings: dict, results: list[str]) -> dict:
             raise InputError([Problem(path, "identity.recipe", f"not a result of {settings['recipe']}")])
         rows.append(_probe_row(path, doc, slo))
     rows = sorted((r for r in rows if r["concurrency"] in bounds), key=lambda r: r["concurrency"])
-    d = decide(bounds, {r["concurrency"]: r["met"] for r in rows})
+    d = decide(bounds, {r["concurrency"]: r["stopped"] or r["met"] for r in rows})
     if not d.done:
         raise InputError([Problem(settings["source"], "capacity", f"undecided: probe c{d.next} has no result")])
     at = next((r for r in rows if r["concurrency"] == d.held), None)

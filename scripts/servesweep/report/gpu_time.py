@@ -19,7 +19,8 @@ from .fmt import num
 
 HEADERS = [
     "stack", "recipes", "points", "GPUs", "GPU-h startup", "GPU-h benchmark", "GPU-h idle between points",
-    "GPU-h linger", "GPU-h spent", "GPU-h with one start per recipe", "GPU-h with one start per point",
+    "GPU-h linger", "checks", "GPU-h checks", "GPU-h spent", "GPU-h with one start per recipe",
+    "GPU-h with one start per point",
 ]  # fmt: skip
 UNRESET = "‡"  # the stack served several scenarios and a later point ran on caches an earlier one warmed
 UNRESET_NOTE = (
@@ -65,18 +66,21 @@ def _stacks(df: pd.DataFrame):
                linger, np.nansum(col["startup_s"][i]), unreset, np.nanmin(start[i]))  # fmt: skip
 
 
-def stack_rows(df: pd.DataFrame) -> list[list]:
-    """One row per stack."""
+def stack_rows(df: pd.DataFrame, checks: dict | None = None) -> list[list]:
+    """One row per stack: every point it served (selected points and capacity probes alike) and the
+    checks it ran (``checks``: stack id -> seconds of each eval; they run after its points)."""
     rows = []
     for stack, recipes, n, gpus, startup, bench, idle, linger, all_startups, unreset, _ in _stacks(df):
+        checked = (checks or {}).get(stack, [])
 
         def h(seconds, gpus=gpus):
             return num(gpu_hours(gpus, seconds), 3)
 
         mark = f" {UNRESET}" if unreset else ""
         rows.append([
-            f"{stack}{mark}", ", ".join(recipes), n, gpus, h(startup), h(bench), h(idle), h(linger),
-            h(startup + bench + idle + linger), h(startup * len(recipes) + bench), h(all_startups + bench),
+            f"{stack}{mark}", ", ".join(recipes), n, gpus, h(startup), h(bench), h(idle), h(linger), len(checked),
+            h(sum(checked)), h(startup + bench + idle + linger + sum(checked)), h(startup * len(recipes) + bench),
+            h(all_startups + bench),
         ])  # fmt: skip
     return rows
 
@@ -118,8 +122,8 @@ def bill_section(df: pd.DataFrame, bill: dict | None) -> list[str]:
             f"{spent:.3f} GPU-h{ratio}."]  # fmt: skip
 
 
-def gpu_time_section(df: pd.DataFrame) -> list[str]:
-    rows = stack_rows(df)
+def gpu_time_section(df: pd.DataFrame, checks: dict | None = None) -> list[str]:
+    rows = stack_rows(df, checks)
     out = ["", "## GPU time per stack", "", tabulate(rows, HEADERS, tablefmt="github", disable_numparse=True)]
     if any(UNRESET in r[0] for r in rows):
         out += ["", UNRESET_NOTE]

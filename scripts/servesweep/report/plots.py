@@ -8,12 +8,22 @@ import pandas as pd
 
 from ..contract import figures
 
-THROUGHPUT = "total_tps_per_gpu"  # the field's headline: input + output tokens per second per GPU
+THROUGHPUT = "rank_tps"  # the field's headline: total tok/s per GPU (the stack's where its GPUs are virtual)
+
+
+def _throughput_label(df: pd.DataFrame) -> str:
+    return figures.label("total_tps") if df["virtual_gpus"].any() else figures.label("total_tps_per_gpu")
+
+
+def drawn(df: pd.DataFrame) -> pd.DataFrame:
+    """The points drawn as measured: a marked point (run/trust) is not; the summary lists it."""
+    return df[df["marks"] == ""]
 
 
 def pareto(df: pd.DataFrame) -> pd.DataFrame:
-    """Points not beaten on both total tok/s per GPU and output tok/s per user."""
-    pts = df.dropna(subset=[THROUGHPUT, "output_tps_per_user"]).sort_values("output_tps_per_user", ascending=False)
+    """Points not beaten on both total tok/s per GPU and output tok/s per user (marked ones are not points)."""
+    pts = drawn(df).dropna(subset=[THROUGHPUT, "output_tps_per_user"])
+    pts = pts.sort_values("output_tps_per_user", ascending=False)
     front, best = [], -1.0
     for r in pts.itertuples():
         if getattr(r, THROUGHPUT) > best:
@@ -45,12 +55,13 @@ def plots(df: pd.DataFrame, plot_dir: Path, slos: dict) -> dict[str, list[str]]:
 
     plot_dir.mkdir(parents=True, exist_ok=True)
     made: dict[str, list[str]] = {}
-    for scen, sdf in df.groupby("scenario"):
+    tps_label = _throughput_label(df)
+    for scen, sdf in drawn(df).groupby("scenario"):
         files, title = [], scen
         best = sdf.groupby("recipe")[THROUGHPUT].max().sort_values(ascending=False)
         if len(best) > MAX_PLOTTED_RECIPES:  # a readable plot: the best setups, said so in the title
             sdf = sdf[sdf["recipe"].isin(best.index[:MAX_PLOTTED_RECIPES])]
-            title = f"{scen} (top {MAX_PLOTTED_RECIPES} of {len(best)} recipes by {figures.label(THROUGHPUT)})"
+            title = f"{scen} (top {MAX_PLOTTED_RECIPES} of {len(best)} recipes by {tps_label})"
         fig, ax = plt.subplots(figsize=(7, 4.5))
         for recipe, rdf in sdf.groupby("recipe"):
             rdf = rdf.sort_values("concurrency")
@@ -66,7 +77,7 @@ def plots(df: pd.DataFrame, plot_dir: Path, slos: dict) -> dict[str, list[str]]:
         front = pareto(sdf)
         if len(front):
             ax.plot(front["output_tps_per_user"], front[THROUGHPUT], "k--", lw=1.2, label="Pareto frontier")
-        labels = (f"interactivity: {figures.label('output_tps_per_user')}", f"throughput: {figures.label(THROUGHPUT)}")
+        labels = (f"interactivity: {figures.label('output_tps_per_user')}", f"throughput: {tps_label}")
         files.append(
             _finish(
                 plt,
@@ -78,22 +89,18 @@ def plots(df: pd.DataFrame, plot_dir: Path, slos: dict) -> dict[str, list[str]]:
             )
         )
 
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        for recipe, rdf in sdf.groupby("recipe"):
-            rdf = rdf.sort_values("concurrency")
-            ax.plot(rdf["concurrency"], rdf["ttft_p95_s"], "o-", label=recipe)
-            limit = slos.get(recipe, {}).get("ttft_p95_s")
-            if limit:
-                ax.axhline(limit, ls=":", lw=1, color=ax.lines[-1].get_color(), label=f"{recipe} SLO {limit:g} s")
-        files.append(
-            _finish(
-                plt,
-                fig,
-                ax,
-                ("concurrency", figures.label("ttft_p95_s")),
-                f"{title}: TTFT p95 vs concurrency",
-                plot_dir / f"{scen}-ttft-p95.png",
-            )
-        )
+        files.append(_ttft_plot(plt, sdf, slos, title, plot_dir / f"{scen}-ttft-p95.png"))
         made[scen] = files
     return made
+
+
+def _ttft_plot(plt, sdf: pd.DataFrame, slos: dict, title: str, path: Path) -> str:
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for recipe, rdf in sdf.groupby("recipe"):
+        rdf = rdf.sort_values("concurrency")
+        ax.plot(rdf["concurrency"], rdf["ttft_p95_s"], "o-", label=recipe)
+        limit = slos.get(recipe, {}).get("ttft_p95_s")
+        if limit:
+            ax.axhline(limit, ls=":", lw=1, color=ax.lines[-1].get_color(), label=f"{recipe} SLO {limit:g} s")
+    labels = ("concurrency", figures.label("ttft_p95_s"))
+    return _finish(plt, fig, ax, labels, f"{title}: TTFT p95 vs concurrency", path)

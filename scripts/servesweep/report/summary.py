@@ -13,10 +13,12 @@ from tabulate import tabulate
 
 from ..capacity.slo import slo_verdicts
 from ..contract import figures, paths
+from ..contract.marks import marks_of
 from ..fileio.files import write_if_changed
 from ..fileio.yamlio import checked_json
-from .accuracy import accuracy_section, load_evals
+from .accuracy import accuracy_blocks, accuracy_section, load_evals
 from .attribution import attribution_section
+from .best import best_per_concurrency, best_section  # noqa: F401 - best_per_concurrency: re-exported
 from .capacity import capacity_section, load_capacities
 from .diagnosis import diagnose
 from .energy import columns as energy_columns
@@ -25,9 +27,7 @@ from .gpu_time import bill_section, gpu_time_section, read_bill
 from .plots import plots
 from .tuning import tuning_section
 
-# Without repeats a run has no confidence interval: a delta smaller than this share of the
-# baseline is called noise (run-to-run spread of one point measured on these machines: 1-3 %).
-NOISE_BAND = 0.03
+NOISE_BAND = figures.NOISE_BAND  # the one declared band: contract/figures
 
 
 def flatten(doc: dict, path: str, slo: dict) -> dict:
@@ -52,6 +52,7 @@ def flatten(doc: dict, path: str, slo: dict) -> dict:
         "request_plane_tls": i.get("request_plane_tls"),
         **figures.flat(f),
         "total_tps_per_gpu": _total_per_gpu(f, i["topology"]["gpus"]),
+        **_trust_columns(doc),
         "cache_read_unmeasured": (doc.get("unmeasured") or {}).get("cache_read_share"),
         "theoretical_prefix_hit": f.get("theoretical_prefix_hit"),
         "requests": f["requests_completed"],
@@ -72,10 +73,38 @@ def flatten(doc: dict, path: str, slo: dict) -> dict:
         "logs_note": _logs_note(doc.get("logs")),
         "diagnosis": diagnose(doc).line,  # energy's hook: what the point ran out of (report/diagnosis)
         **energy_columns(doc),  # energy's hook: GPU power and energy (report/energy)
-        "slo_missed": "; ".join(f"{v['slo']} {_g(v['value'])} > {_g(v['limit'])}" for v in miss),
+        "slo_missed": "; ".join(_missed(v) for v in miss),
         "result": path,
         **_half_widths(f.get("repeats")),
     }
+
+
+def _missed(v: dict) -> str:
+    if v["value"] is None:  # unmeasured (a marked point's client-timed figure): not a value over the limit
+        return f"{v['slo']} not measured"
+    return f"{v['slo']} {_g(v['value'])} > {_g(v['limit'])}"
+
+
+def _trust_columns(doc: dict) -> dict:
+    """The point's marks (run/trust), the client settings it is compared under, and its figures on a
+    cluster whose GPUs are virtual (no per-GPU figure: the ranked throughput is the stack's)."""
+    f, i = doc["figures"], doc["identity"]
+    cluster = ((doc.get("source") or {}).get("cluster") or {}).get("doc") or {}
+    virtual = cluster.get("gpu_type") == "virtual"
+    per_gpu = _total_per_gpu(f, i["topology"]["gpus"])
+    settings = i.get("client_settings")  # None in results written before it: compared with any
+    marks = marks_of(doc)
+    out = {
+        "marks": "; ".join(m["reason"] for m in marks),
+        "mark_kinds": ", ".join(dict.fromkeys(m["mark"] for m in marks)),
+        "client_settings": None if settings is None else json.dumps(settings, sort_keys=True),
+        "virtual_gpus": virtual,
+        "rank_tps": f.get("total_tps") if virtual else per_gpu,
+        "silences": json.dumps(doc.get("silences") or []),
+    }
+    if virtual:
+        out |= {"total_tps_per_gpu": None, "output_tps_per_gpu": None}
+    return out
 
 
 def _logs_note(logs: dict | None) -> str:
@@ -138,7 +167,7 @@ def _share(x) -> str:
 
 def _pm(value, hw, digits: int = 0) -> str:
     """'17 078 ± 412' where the point was measured with repeats."""
-    if hw is None or pd.isna(hw):
+    if hw is None or pd.isna(hw) or value is None or pd.isna(value):
         return num(value, digits)
     return f"{num(value, digits)} ± {num(hw, digits)}"
 
@@ -168,7 +197,10 @@ def scenario_table(df: pd.DataFrame, md_dir: Path) -> str:
     for r in df.sort_values(["recipe", "concurrency"]).itertuples():
         actual = _share(r.cache_read_share)
         if actual == "–" and isinstance(r.cache_read_unmeasured, str):
-            actual += f" [{notes.setdefault(r.cache_read_unmeasured, len(notes) + 1)}]"
+            actual += f" [{notes.setdefault('prefix hit not measured: ' + r.cache_read_unmeasured, len(notes) + 1)}]"
+        verdict = _verdict(r)
+        if r.marks:  # its client-timed figures are '–', it is not ranked: say why once, below the table
+            verdict = f"⚠ {r.mark_kinds} [{notes.setdefault(r.marks, len(notes) + 1)}] · {verdict}"
         link = os.path.relpath(r.result, md_dir)
         rows.append(
             [
@@ -187,7 +219,7 @@ def scenario_table(df: pd.DataFrame, md_dir: Path) -> str:
                 f"{num(r.requests)} / {num(r.cancelled)} / {num(r.errors)}",
                 r.energy_cell,
                 r.diagnosis,
-                _verdict(r),
+                verdict,
             ]
         )
     headers = [
@@ -206,7 +238,9 @@ def scenario_table(df: pd.DataFrame, md_dir: Path) -> str:
         "SLO",
     ]
     table = tabulate(rows, headers, tablefmt="github", disable_numparse=True)
-    footnotes = [f"[{n}] prefix hit not measured: {why}" for why, n in notes.items()]
+    footnotes = [f"[{n}] {why}" for why, n in notes.items()]
+    if df["virtual_gpus"].any():
+        footnotes.append("Per-GPU figures are '–': this cluster's GPUs are virtual (`gpu_type: virtual`).")
     return "\n\n".join([table, *footnotes, *_tls_note(df)])
 
 
@@ -217,18 +251,6 @@ def _tls_note(df: pd.DataFrame) -> list[str]:
         return []
     on, off = ", ".join(sorted(tls.get(True, []))), ", ".join(sorted(tls.get(False, [])))
     return [f"Request-plane TLS differs between these rows: on for {on}; off for {off}."]
-
-
-def best_per_concurrency(df: pd.DataFrame) -> pd.DataFrame:
-    """Highest total tok/s per GPU among points that meet their SLO (no SLO counts as met) and whose
-    stack's logs are clean."""
-    ok = df[df["slo_met"].map(lambda v: v is None or v is True or (isinstance(v, float) and math.isnan(v)))]
-    ok = ok[ok["logs_note"] == ""]
-    ok = ok.dropna(subset=["total_tps_per_gpu"])
-    if ok.empty:
-        return ok
-    idx = ok.groupby(["scenario", "concurrency"])["total_tps_per_gpu"].idxmax()
-    return ok.loc[idx].sort_values(["scenario", "concurrency"])
 
 
 def missing_points(selection: dict, present: set[str], root: Path) -> list[list[str]]:
@@ -289,24 +311,29 @@ def baseline_table(df: pd.DataFrame, base: pd.DataFrame) -> str:
     return tabulate(rows, headers, tablefmt="github", disable_numparse=True)
 
 
-def _best_section(df: pd.DataFrame) -> list[str]:
-    best = best_per_concurrency(df)
-    parts = ["", "## Best setup per concurrency (total tok/s per GPU, SLO met)", ""]
-    if best.empty:
-        return parts + ["_No point meets its SLO._"]
-    rows = [
-        [r.scenario, r.concurrency, r.recipe, num(r.total_tps_per_gpu), num(r.output_tps_per_gpu), _verdict(r)]
-        for r in best.itertuples()
-    ]
-    headers = [
-        "scenario",
-        "conc",
-        "best recipe",
-        *(figures.label(n) for n in ("total_tps_per_gpu", "output_tps_per_gpu")),
-        "SLO",
-    ]
-    table = tabulate(rows, headers, tablefmt="github", disable_numparse=True)
-    return parts + [table]
+def _not_drawn(sdf: pd.DataFrame) -> list[str]:
+    """Marked points are left off the plots (run/trust): name them, so nothing is silently missing."""
+    marked = sdf[sdf["marks"] != ""].sort_values(["recipe", "concurrency"])
+    if marked.empty:
+        return []
+    names = "; ".join(f"{r.recipe} c{r.concurrency} ({r.mark_kinds})" for r in marked.itertuples())
+    return ["", f"Not drawn as measured: {names}."]
+
+
+def _served(df: pd.DataFrame, caps: list[dict], slos: dict) -> pd.DataFrame:
+    """Every point the stacks served: the selected ones and the capacity searches' other probes."""
+    probes = sorted({p["result"] for c in caps for p in c["probes"]} - set(df["result"]))
+    probes = [Path(p) for p in probes if Path(p).is_file()]
+    return pd.concat([df, load_results(probes, slos)], ignore_index=True) if probes else df
+
+
+def _checks(evals_docs: list[dict]) -> dict:
+    """stack id -> the seconds of each eval it ran (eval files before their timings are left out)."""
+    out: dict = {}
+    for d in evals_docs:
+        if (d.get("timings_s") or {}).get("bench") is not None:
+            out.setdefault(d["identity"]["stack"], []).append(d["timings_s"]["bench"])
+    return out
 
 
 def _provenance_section(df: pd.DataFrame) -> list[str]:
@@ -338,6 +365,7 @@ def build_summary(
     slos = sel["slo"]
     unreadable: list = []
     df = load_results(results, slos, unreadable)
+    evals_docs = load_evals(list(evals))
     parts = [f"# servesweep summary: cluster `{sel['cluster']}`", ""]
     parts.append(f"{len(df)} of {len(sel['points'])} selected points have a result.")
     missing = missing_points(sel, set(df["result"]) if len(df) else set(), root)
@@ -346,12 +374,14 @@ def build_summary(
         for scen, sdf in df.groupby("scenario"):
             parts += ["", f"## Scenario `{scen}`", "", scenario_table(sdf, md_dir), ""]
             parts += [f"![{f}](plots/{f})" for f in made.get(scen, [])]
-        parts += _best_section(df)
+            parts += _not_drawn(sdf)
+        base_dir = Path(baseline) if baseline else None
+        parts += best_section(df, accuracy_blocks(evals_docs, sel.get("eval_floors") or {}, base_dir))
     base_caps = load_capacities(sorted(Path(baseline).glob(f"*/{paths.CAPACITY_FILE}"))) if baseline else None
     caps = load_capacities(list(capacities))
     parts += capacity_section(caps, base_caps)
     parts += tuning_section(df, sel.get("sweeps") or {}, caps, md_dir / "plots", root)
-    parts += accuracy_section(load_evals(list(evals)), Path(baseline) if baseline else None)
+    parts += accuracy_section(evals_docs, Path(baseline) if baseline else None, sel.get("eval_floors") or {})
     if unreadable:
         parts += ["", "## Unreadable results (left out; they rerun on the next run)", ""]
         parts.append(tabulate(unreadable, ["file", "why"], tablefmt="github", disable_numparse=True))
@@ -368,7 +398,8 @@ def build_summary(
         if len(base) and len(df):
             parts += attribution_section(_by_point(df), _by_point(base))
     if len(df):
-        parts += gpu_time_section(df) + bill_section(df, read_bill(root / paths.bill_file(sel["cluster"])))
+        parts += gpu_time_section(_served(df, caps, slos), _checks(evals_docs))
+        parts += bill_section(df, read_bill(root / paths.bill_file(sel["cluster"])))
         parts += _provenance_section(df)
     csv = out_md.with_suffix(".csv")
     write_if_changed(csv, df.to_csv(index=False) if len(df) else "")

@@ -76,6 +76,53 @@ def stderr_of(correct: int, total: int) -> float | None:
     return math.sqrt(p * (1 - p) / (total - 1))
 
 
+def score_of(overall: dict) -> dict:
+    """Score, stderr and counts. Unparsed answers count as wrong; with none gradable there is no score
+    (null), never 0 % ± 0 %: the server, not the model, is then usually at fault."""
+    counts = {k: overall[k] for k in ("correct", "total", "unparsed")}
+    if not overall["total"] or overall["unparsed"] >= overall["total"]:
+        return {"score": None, "stderr": None} | counts
+    correct, total = overall["correct"], overall["total"]
+    return {"score": correct / total, "stderr": stderr_of(correct, total)} | counts
+
+
+MAX_WARNINGS = 10
+# The datasets library's notes that it read the site's copy: the eval runs offline on purpose.
+EXPECTED_WARNINGS = ("offline mode is enabled", "Found the latest cached dataset configuration")
+
+
+def aiperf_warnings(run_dir: Path, artifact_dir: Path) -> list[str]:
+    """aiperf's distinct warnings of the eval (its console's "Warning: ..." and its log's WARNING lines),
+    each once, at most MAX_WARNINGS: they travel into the eval file and the summary."""
+    found: list[str] = []
+    for log in (run_dir / paths.AIPERF_LOG, *sorted(artifact_dir.glob(f"**/logs/{paths.AIPERF_LOG}"))):
+        try:
+            lines = log.read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        for i in range(len(lines)):
+            text = _warning_text(lines, i)
+            if text and text not in found and len(found) < MAX_WARNINGS:
+                found.append(text)
+    return found
+
+
+def _warning_text(lines: list[str], i: int) -> str | None:
+    line = lines[i]
+    if "is taking too long to run" in line or any(w in line for w in EXPECTED_WARNINGS):
+        return None  # the client's event-loop stalls have no bearing on a grade
+    if " - WARNING - " in line:
+        return line.split(" - WARNING - ", 1)[1].strip()[:300]
+    if "Warning:" not in line:
+        return None
+    text = [line.split("Warning:", 1)[1].strip()]  # the console wraps: read on to the blank line
+    for more in lines[i + 1 : i + 8]:
+        if not more.strip():
+            break
+        text.append(more.strip())
+    return " ".join(text)[:300]
+
+
 def read_scores(artifact_dir: Path) -> tuple[dict, list[dict]]:
     """(overall, per task) from aiperf's ``accuracy_results.csv``; ValueError when it is missing or odd."""
     path = artifact_dir / "accuracy_results.csv"
@@ -129,6 +176,7 @@ def run_eval(plan_path: Path, settings_path: Path, out_path: Path, join: Path | 
         art = run_dir / "aiperf"
         say(f"eval: {settings['benchmark']}, {questions} questions at concurrency "
             f"{settings.get('concurrency') or DEFAULT_CONCURRENCY}")  # fmt: skip
+        started = time.monotonic()
         rc = _run_aiperf(plan, stack, aiperf_argv(plan, client, settings, questions, art), run_dir, say)
         try:
             overall, tasks = read_scores(art)
@@ -137,12 +185,11 @@ def run_eval(plan_path: Path, settings_path: Path, out_path: Path, join: Path | 
         if rc != 0 or overall["total"] != questions:
             graded = f"graded {overall['total']} of {questions}"
             raise PointFailed(f"eval {settings['benchmark']}: aiperf exit {rc}, {graded}")
-        score = overall["correct"] / questions
         say(f"eval: {overall['correct']}/{questions} correct, {overall['unparsed']} unparsed")
         ident = check_turn.identity(plan, stack) | {"settings": digest(Path(settings_path).read_text())}
         keep = {k: settings.get(k) for k in ("benchmark", "tasks", "n_shots")}
-        counts = {k: overall[k] for k in ("correct", "total", "unparsed")}
-        figures = {"score": score, "stderr": stderr_of(overall["correct"], questions)} | counts
-        return {"schema": SCHEMA, "identity": ident, "eval": keep, **figures, "tasks": tasks}
+        timings = {"bench": round(time.monotonic() - started, 3)}
+        return {"schema": SCHEMA, "identity": ident, "eval": keep, **score_of(overall), "tasks": tasks,
+                "warnings": aiperf_warnings(run_dir, art), "timings_s": timings}  # fmt: skip
 
     return check_turn.take_turn(plan_path, out_path, f"eval-{settings['benchmark']}", "eval.schema.yaml", measure, join)

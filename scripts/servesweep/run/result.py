@@ -13,7 +13,7 @@ from ..contract.plan import Plan
 from ..fileio.encode import canonical
 from ..fileio.files import write_if_changed
 from ..fileio.yamlio import schema_errors
-from . import bench, energy, metrics
+from . import bench, energy, metrics, trust
 
 RESULT_SCHEMA = "servesweep.result/3"
 ROOT = Path(__file__).resolve().parents[3]
@@ -309,10 +309,32 @@ def measurement_terms(plan: Plan, export: dict) -> dict:
     return {"aiperf_scenario": locked, "request_plane_tls": plan.discovery["request_plane_tls"] if dynamo else None}
 
 
+def _trusted(plan: Plan, figs: dict, why: dict, artifacts: Path) -> dict:
+    """The result's figures, unmeasured, marks and silences: the point's marks (run/trust) from aiperf's artifacts; a
+    mark saying the client could not time the answers leaves the client-timed figures unmeasured. The
+    stack watch's ``stalls`` are added by the driver after this; contract/marks reads both."""
+    figs, why = dict(figs), dict(why)
+    client, silent = trust.assess(artifacts, plan.benchmark.streaming)
+    found = trust.marks(figs, client, silent)
+    trust.mask(figs, why, found)
+    figs["client"] = client or None
+    if not client:
+        why["client"] = "aiperf wrote no per-request export: the client's health is unknown"
+    return {"figures": figs, "unmeasured": why, "marks": found, "silences": silent}
+
+
+def client_settings(plan: Plan) -> dict:
+    """What the client was asked to do: only points with equal settings are ranked against each other."""
+    b = plan.benchmark
+    return {"duration_s": b.duration_s, "request_count": b.request_count, "warmup": dict(b.warmup),
+            "scenario": b.scenario, "streaming": b.streaming}  # fmt: skip
+
+
 def document(plan: Plan, figs: dict, why: dict, export: dict, run: RunFacts) -> dict:
     """The result file's content (schemas/result.schema.yaml). SLO verdicts are the summary's:
     they follow the recipe's current SLO, which is not part of the plan."""
     warm = plan.benchmark.warmup.get("requests", 0)
+    trusted = _trusted(plan, figs, why, Path(run.artifacts))  # figures, unmeasured, marks, silences
     identity = {
         "recipe": plan.recipe,
         "concurrency": plan.concurrency,
@@ -327,6 +349,7 @@ def document(plan: Plan, figs: dict, why: dict, export: dict, run: RunFacts) -> 
         "recipe_engine": plan.recipe_engine,
         "model": plan.model["name"],
         "scenario": plan.benchmark.scenario,
+        "client_settings": client_settings(plan),
         **measurement_terms(plan, export),
         "topology": plan.topology,
         "discovery": plan.discovery["backend"],
@@ -363,8 +386,7 @@ def document(plan: Plan, figs: dict, why: dict, export: dict, run: RunFacts) -> 
     return {
         "schema": RESULT_SCHEMA,
         "identity": identity,
-        "figures": figs,
-        "unmeasured": why,
+        **trusted,
         "counting": counting,
         "timings_s": run.timings_s,
         "artifacts": run.artifacts,

@@ -41,8 +41,8 @@ class CapacitySearches:
             "slo": r.doc["slo"],
         }
 
-    def known(self, recipe: str) -> dict[int, bool]:
-        """Concurrency -> met the SLO, for every current result inside the bounds."""
+    def known(self, recipe: str) -> dict[int, bool | str]:
+        """Concurrency -> met the SLO (or why the probe cannot decide), for every current result inside the bounds."""
         bounds, slo, out = self.bounds(recipe), self.index.recipes[recipe].doc["slo"], {}
         for conc, path in paths.point_files(self.index.root / paths.RESULTS / recipe):
             if conc not in bounds:
@@ -73,7 +73,9 @@ class CapacitySearches:
             stamp = (st.st_mtime_ns, st.st_size)
             if self._docs.get(path, (None,))[0] != stamp:
                 doc = json.loads(path.read_bytes())
-                self._docs[path] = (stamp, {"identity": doc["identity"], "figures": doc["figures"]})
+                kept = {"identity": doc["identity"], "figures": doc["figures"]}
+                kept |= {k: doc.get(k) for k in ("marks", "stalls")}  # contract/marks: they stop a search
+                self._docs[path] = (stamp, kept)
             return self._docs[path][1]
         except (OSError, ValueError, KeyError, TypeError):
             return None

@@ -204,4 +204,8 @@ class Selection:
             "sweeps": {
                 r.sweep_of: dict(r.sweep, not_run=self.not_run.get(r.sweep_of, {})) for r in self.selected if r.sweep_of
             },
+            "eval_floors": {
+                r.name: {b: e["floor"] for b, e in (r.doc.get("evals") or {}).items() if "floor" in e}
+                for r in self.selected
+            },
         }
