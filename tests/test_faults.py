@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from servesweep.report.summary import missing_points
+from servesweep.report.missing import missing_points
 from servesweep.run.slots import port_free
 
 from helpers import (

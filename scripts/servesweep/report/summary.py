@@ -24,6 +24,7 @@ from .diagnosis import diagnose
 from .energy import columns as energy_columns
 from .fmt import num
 from .gpu_time import bill_section, gpu_time_section, read_bill
+from .missing import missing_points
 from .plots import plots
 from .tuning import tuning_section
 
@@ -251,34 +252,6 @@ def _tls_note(df: pd.DataFrame) -> list[str]:
         return []
     on, off = ", ".join(sorted(tls.get(True, []))), ", ".join(sorted(tls.get(False, [])))
     return [f"Request-plane TLS differs between these rows: on for {on}; off for {off}."]
-
-
-def missing_points(selection: dict, present: set[str], root: Path) -> list[list[str]]:
-    out = []
-    for p in selection["points"]:
-        if p["result"] in present:
-            continue
-        reason = "not run yet"
-        fail = root / p["log_dir"] / paths.FAILURE_FILE
-        if fail.exists():
-            try:
-                doc = json.loads(fail.read_text())
-                reason = f"last run failed {doc['time']}: {doc['reason'].splitlines()[0]}"
-            except (ValueError, KeyError, IndexError):
-                reason = "last run failed (unreadable failure record)"
-        out.append([p["recipe"], str(p["concurrency"]), reason + _attempts_note(root, p["log_dir"]), p["log_dir"]])
-    return out
-
-
-def _attempts_note(root: Path, log_dir: str) -> str:
-    """Earlier attempts kept beside the last (run/driver.keep_earlier_attempt), naming every measured
-    result that could not be saved (result.unsaved.json)."""
-    last = root / log_dir
-    earlier = sorted(last.parent.glob(last.name + ".attempt-*"), key=lambda d: int(d.name.rpartition("-")[2] or 0))
-    unsaved = [str(d.relative_to(root) / paths.UNSAVED_RESULT) for d in [last, *earlier]]
-    unsaved = [u for u in unsaved if (root / u).is_file()]
-    note = f" ({len(earlier)} earlier attempt(s) kept: {earlier[-1].relative_to(root)} …)" if earlier else ""
-    return note + (f"; measured but unsaved: {', '.join(unsaved)}" if unsaved else "")
 
 
 def _noise(hw_new, hw_old, old: float) -> float:

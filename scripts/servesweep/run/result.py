@@ -330,6 +330,17 @@ def client_settings(plan: Plan) -> dict:
             "scenario": b.scenario, "streaming": b.streaming}  # fmt: skip
 
 
+def _tools(plan: Plan, export: dict, run: RunFacts) -> dict:
+    """The versions that measured the point: aiperf, the engine distribution, servesweep, all running."""
+    engine = next((f"{d} {run.versions[d]}" for d in plan.server_metrics["distributions"] if d in run.versions), None)
+    return {
+        "aiperf": export.get("aiperf_version"),
+        "engine": engine,
+        "servesweep": git_commit(),
+        "running": run.versions,
+    }
+
+
 def document(plan: Plan, figs: dict, why: dict, export: dict, run: RunFacts) -> dict:
     """The result file's content (schemas/result.schema.yaml). SLO verdicts are the summary's:
     they follow the recipe's current SLO, which is not part of the plan."""
@@ -358,14 +369,7 @@ def document(plan: Plan, figs: dict, why: dict, export: dict, run: RunFacts) -> 
         "hosts": run.hosts,
         "start_time": run.start_time,
         "end_time": run.end_time,
-        "tools": {
-            "aiperf": export.get("aiperf_version"),
-            "engine": next(
-                (f"{d} {run.versions[d]}" for d in plan.server_metrics["distributions"] if d in run.versions), None
-            ),
-            "servesweep": git_commit(),
-            "running": run.versions,
-        },
+        "tools": _tools(plan, export, run),
     }
     counter, ttft = plan.server_metrics["worker_requests"], plan.server_metrics["ttft"]
     cache = plan.server_metrics["prefix_cache"]
