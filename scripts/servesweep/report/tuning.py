@@ -13,12 +13,28 @@ import pandas as pd
 from tabulate import tabulate
 
 from ..contract import paths
+from ..contract.figures import NOISE_BAND
 from .fmt import num
+from .ranking import Candidate, noise
 
 TABLE = {"tablefmt": "github", "disable_numparse": True}
-# Without repeats a throughput delta inside this share of the lower value is noise (one point's
-# run-to-run spread measured on these machines: 1-3 %); the summary's baseline table uses the same.
-NOISE_BAND = 0.03
+
+
+@dataclass(frozen=True)
+class Basis:
+    """What capacity and throughput are divided by: GPUs, or on a cluster of virtual GPUs the stack
+    (a per-GPU figure there would be a label, not a measurement)."""
+
+    per: str  # "GPU" or "stack"
+    tps: str  # the summary column ranked on at equal capacity
+
+    @classmethod
+    def of(cls, df: pd.DataFrame) -> Basis:
+        virtual = "virtual_gpus" in df and bool(df["virtual_gpus"].any())
+        return cls("stack", "total_tps") if virtual else cls("GPU", "total_tps_per_gpu")
+
+
+GPU_BASIS = Basis("GPU", "total_tps_per_gpu")
 
 
 @dataclass(frozen=True)
@@ -35,6 +51,7 @@ class Standing:
     tps: float | None  # total tok/s per GPU at that concurrency
     tps_hw: float | None  # its confidence half-width where measured with repeats
     status: str  # "measured", or why there is no figure
+    settings: str | None = None  # the client settings it was measured with (None: unknown, compared with any)
 
     @property
     def per_gpu(self) -> float | None:
@@ -52,13 +69,14 @@ def ahead(a: Standing, b: Standing) -> bool:
         return False
     if not b.measured or b.per_gpu is None:
         return True
+    if None not in (a.settings, b.settings) and a.settings != b.settings:
+        return False  # measured with other client settings: not compared (report/ranking)
     if a.per_gpu != b.per_gpu:
         return a.per_gpu > (b.capacity + b.tolerance) / b.gpus
     if a.tps is None or b.tps is None:
         return False
-    if a.tps_hw is not None and b.tps_hw is not None:
-        return a.tps - b.tps > a.tps_hw + b.tps_hw
-    return a.tps - b.tps > NOISE_BAND * min(a.tps, b.tps)
+    ca, cb = Candidate(a.name, a.tps, a.tps_hw), Candidate(b.name, b.tps, b.tps_hw)
+    return a.tps - b.tps > noise(ca, cb)  # the one tie rule's noise
 
 
 def ranking(standings: list[Standing]) -> tuple[list[Standing], list[Standing]]:
@@ -70,26 +88,32 @@ def ranking(standings: list[Standing]) -> tuple[list[Standing], list[Standing]]:
     return order, [top] + [s for s in order[1:] if s.measured and s.per_gpu is not None and not ahead(top, s)]
 
 
-def standing(name: str, choice: dict, rows: pd.DataFrame, cap: dict | None, why_not: str) -> Standing:
+def standing(
+    name: str, choice: dict, rows: pd.DataFrame, cap: dict | None, why_not: str, basis: Basis = GPU_BASIS
+) -> Standing:
     """A variant's standing from its points (rows of the summary's frame) and capacity document."""
     if rows.empty and cap is None:
         return Standing(name, choice, None, None, 0, False, None, None, why_not)
-    ranked = rows[rows["rankable"]] if "rankable" in rows else rows
-    gpus = int(rows["gpus"].iloc[0]) if len(rows) else None
+    ranked = rows[(rows["marks"] == "") & (rows["logs_note"] == "")] if "marks" in rows else rows  # trusted only
+    gpus = int(rows["gpus"].iloc[0]) if len(rows) else _cap_gpus(cap)
+    gpus = 1 if basis.per == "stack" else gpus
     if cap is not None:
         at = cap.get("at_capacity") or {}
-        gpus = gpus or _cap_gpus(cap)
-        tol = cap["bounds"]["tolerance"]
-        return Standing(name, choice, gpus, cap["capacity"], tol, True, at.get("total_tps_per_gpu"), None, "measured")
+        tps = at.get("total_tps_per_gpu") if basis.per == "GPU" else None
+        return Standing(name, choice, gpus, cap["capacity"], cap["bounds"]["tolerance"], True, tps, None, "measured")
     if ranked.empty:
         return Standing(name, choice, gpus, None, 0, False, None, None, "no point fit to rank (see its rows)")
     met = ranked[ranked["slo_met"].map(lambda v: v is True or v is None or (isinstance(v, float) and math.isnan(v)))]
     if met.empty:
         return Standing(name, choice, gpus, None, 0, False, None, None, "measured")
     best = met.sort_values("concurrency").iloc[-1]
-    hw = best.get("total_tps_per_gpu_hw")
+    hw = best.get(f"{basis.tps}_hw")
     hw = None if hw is None or pd.isna(hw) else float(hw)
-    return Standing(name, choice, gpus, int(best["concurrency"]), 0, False, best["total_tps_per_gpu"], hw, "measured")
+    settings = best.get("client_settings")
+    settings = settings if isinstance(settings, str) else None
+    tps = best.get(basis.tps)
+    tps = None if tps is None or pd.isna(tps) else float(tps)
+    return Standing(name, choice, gpus, int(best["concurrency"]), 0, False, tps, hw, "measured", settings)
 
 
 def _cap_gpus(cap: dict) -> int | None:
@@ -102,24 +126,26 @@ def _capacity_cell(s: Standing) -> str:
         return "–"
     if s.capacity is None:
         return "none meets the SLO"
-    return f"c{s.capacity}" + (
-        f" (±{s.tolerance})" if s.searched and s.tolerance else "" if s.searched else " (listed)"
-    )
+    if not s.searched:
+        return f"≥ c{s.capacity} (highest listed that met)"
+    return f"c{s.capacity}" + (f" (±{s.tolerance})" if s.tolerance else "")
 
 
-def variant_table(order: list[Standing], axes: list[str]) -> str:
+def variant_table(order: list[Standing], axes: list[str], basis: Basis = GPU_BASIS) -> str:
     rows = []
     for i, s in enumerate(order, 1):
         rank = str(i) if s.measured and s.per_gpu is not None else "–"
+        gpus = num(s.gpus) if basis.per == "GPU" else "virtual"
         rows.append(
-            [rank, s.name.rsplit(".", 1)[-1], *(s.choice.get(a, "") for a in axes), num(s.gpus), _capacity_cell(s),
+            [rank, s.name.rsplit(".", 1)[-1], *(s.choice.get(a, "") for a in axes), gpus, _capacity_cell(s),
              num(s.per_gpu, 2), num(s.tps), s.status]
         )  # fmt: skip
-    headers = ["rank", "variant", *axes, "GPUs", "capacity at SLO", "capacity per GPU", "total tok/s/GPU there", ""]
+    tps = "total tok/s/GPU there" if basis.per == "GPU" else "total tok/s there (GPUs virtual)"
+    headers = ["rank", "variant", *axes, "GPUs", "capacity at SLO", f"capacity per {basis.per}", tps, ""]
     return tabulate(rows, headers, **TABLE)
 
 
-def axis_effects(order: list[Standing], axes: list[str], labels: dict[str, list[str]]) -> str:
+def axis_effects(order: list[Standing], axes: list[str], labels: dict[str, list[str]], per: str = "GPU") -> str:
     """Per axis and value: how many variants ran with it, and their best and median capacity per GPU."""
     rows = []
     for a in axes:
@@ -128,7 +154,9 @@ def axis_effects(order: list[Standing], axes: list[str], labels: dict[str, list[
             best = max(got) if got else None
             med = statistics.median(got) if got else None
             rows.append([a, lb, str(len(got)), num(best, 2), num(med, 2)])
-    return tabulate(rows, ["axis", "value", "variants measured", "best capacity/GPU", "median capacity/GPU"], **TABLE)
+    return tabulate(
+        rows, ["axis", "value", "variants measured", f"best capacity/{per}", f"median capacity/{per}"], **TABLE
+    )
 
 
 def verdict_line(leaders: list[Standing], order: list[Standing]) -> str:
@@ -145,7 +173,8 @@ def verdict_line(leaders: list[Standing], order: list[Standing]) -> str:
     names = ", ".join(f"`{s.name}`" for s in leaders)
     return (
         f"**Tied: {names}**: none is ahead of the others beyond the noise (capacity within the search's "
-        f"tolerance, throughput within the repeats' intervals or {NOISE_BAND:.0%})."
+        f"tolerance, throughput within the repeats' intervals or {NOISE_BAND:.0%}; other client settings are not "
+        "compared)."
     )
 
 
@@ -157,47 +186,58 @@ def former_variants(recipe: str, variants: dict, root: Path) -> list[str]:
 
 def tuning_section(df: pd.DataFrame, sweeps: dict, caps: list[dict], plot_dir: Path, root: Path) -> list[str]:
     """One part per swept recipe: the ranked variants, the verdict, each axis's effect, the plot."""
-    parts = []
-    by_cap = {d["recipe"]: d for d in caps}
-    for recipe, info in sorted(sweeps.items()):
-        axes = list(info["axes"])
-        not_run = info.get("not_run") or {}
-        standings = [
-            standing(n, choice, df[df["recipe"] == n] if len(df) else df, by_cap.get(n), not_run.get(n, "not run yet"))
-            for n, choice in info["variants"].items()
-        ]
-        order, leaders = ranking(standings)
-        said = "; ".join(f"{a} = `{info['axes'][a]['field']}` ({', '.join(info['axes'][a]['labels'])})" for a in axes)
-        parts += ["", f"## Tuning `{recipe}`", "", f"{len(order)} variants, strategy {info['strategy']}: {said}."]
-        if info["excluded"]:
-            parts.append(f"Excluded by the recipe: {', '.join(info['excluded'])}.")
-        parts += ["", verdict_line(leaders, order), "", variant_table(order, axes), "", "### Effect of each axis", ""]
-        parts.append(axis_effects(order, axes, {a: info["axes"][a]["labels"] for a in axes}))
-        former = former_variants(recipe, info["variants"], root)
-        if former:
-            parts += ["", f"Results of earlier variants kept on disk, not selected: {', '.join(former)}."]
-        made = tuning_plot(df[df["recipe"].isin(info["variants"])] if len(df) else df, recipe, plot_dir)
-        if made:
-            parts += ["", f"![tuning of {recipe}](plots/{made})"]
-    return parts
+    by_cap, basis = {d["recipe"]: d for d in caps}, Basis.of(df)
+    return [
+        line
+        for recipe, info in sorted(sweeps.items())
+        for line in _sweep_part(df, recipe, info, by_cap, basis, (plot_dir, root))
+    ]
 
 
-def tuning_plot(df: pd.DataFrame, recipe: str, plot_dir: Path) -> str | None:
-    """Output tok/s per user against total tok/s per GPU, every rankable point labelled by variant."""
-    cols = ["output_tps_per_user", "total_tps_per_gpu"]
+def _sweep_part(df: pd.DataFrame, recipe: str, info: dict, by_cap: dict, basis: Basis, dirs: tuple) -> list[str]:
+    plot_dir, root = dirs
+    axes, not_run = list(info["axes"]), info.get("not_run") or {}
+    standings = [
+        standing(n, c, df[df["recipe"] == n] if len(df) else df, by_cap.get(n), not_run.get(n, "not run yet"), basis)
+        for n, c in info["variants"].items()
+    ]
+    order, leaders = ranking(standings)
+    said = "; ".join(f"{a} = `{info['axes'][a]['field']}` ({', '.join(info['axes'][a]['labels'])})" for a in axes)
+    parts = ["", f"## Tuning `{recipe}`", "", f"{len(order)} variants, strategy {info['strategy']}: {said}."]
+    if info["excluded"]:
+        parts.append(f"Excluded by the recipe: {', '.join(info['excluded'])}.")
+    parts += [
+        "",
+        verdict_line(leaders, order),
+        "",
+        variant_table(order, axes, basis),
+        "",
+        "### Effect of each axis",
+        "",
+    ]
+    parts.append(axis_effects(order, axes, {a: info["axes"][a]["labels"] for a in axes}, basis.per))
+    former = former_variants(recipe, info["variants"], root)
+    if former:
+        parts += ["", f"Results of earlier variants kept on disk, not selected: {', '.join(former)}."]
+    made = tuning_plot(df[df["recipe"].isin(info["variants"])] if len(df) else df, recipe, plot_dir, basis)
+    return parts + (["", f"![tuning of {recipe}](plots/{made})"] if made else [])
+
+
+def tuning_plot(df: pd.DataFrame, recipe: str, plot_dir: Path, basis: Basis = GPU_BASIS) -> str | None:
+    """Output tok/s per user against total tok/s per GPU (per stack where GPUs are virtual), every
+    trusted point labelled by its variant and concurrency."""
+    cols = ["output_tps_per_user", basis.tps]
     if df.empty or not set(cols) <= set(df.columns):
         return None
     pts = df.dropna(subset=cols)
-    if "rankable" in pts:
-        pts = pts[pts["rankable"]]
+    if "marks" in pts:
+        pts = pts[pts["marks"] == ""]  # a marked point is never drawn as measured
     if pts.empty:
         return None
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from .plots import pareto
 
     fig, ax = plt.subplots(figsize=(7.5, 5))
     for name, vdf in pts.groupby("recipe"):
@@ -206,10 +246,10 @@ def tuning_plot(df: pd.DataFrame, recipe: str, plot_dir: Path) -> str | None:
         for r in vdf.itertuples():
             ax.annotate(f"{short} c{r.concurrency}", (getattr(r, cols[0]), getattr(r, cols[1])), fontsize=6,
                         textcoords="offset points", xytext=(3, 3))  # fmt: skip
-    front = pareto(pts)
+    front = _frontier(pts, cols)
     ax.plot(front[cols[0]], front[cols[1]], "k--", lw=1, label="Pareto frontier")
     ax.set_xlabel("output tok/s per user")
-    ax.set_ylabel("total tok/s per GPU")
+    ax.set_ylabel("total tok/s per GPU" if basis.per == "GPU" else "total tok/s per stack (GPUs virtual)")
     ax.set_title(f"tuning {recipe}: variants")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=6)
@@ -219,3 +259,13 @@ def tuning_plot(df: pd.DataFrame, recipe: str, plot_dir: Path) -> str | None:
     fig.savefig(plot_dir / name, dpi=110)
     plt.close(fig)
     return name
+
+
+def _frontier(pts: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
+    """The points no other beats on both columns (per-user rate, throughput)."""
+    front, best = [], -math.inf
+    for idx, r in pts.sort_values(cols[0], ascending=False).iterrows():
+        if r[cols[1]] > best:
+            front.append(idx)
+            best = r[cols[1]]
+    return pts.loc[front].sort_values(cols[0])
