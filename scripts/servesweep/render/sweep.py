@@ -236,6 +236,7 @@ def summary(spec: dict, expansion: Expansion) -> dict:
     return {
         "recipe": variants[0].name.removesuffix(f".{variants[0].suffix}"),
         "axes": {a.name: {"field": a.field, "labels": list(a.labels)} for a in expansion.axes},
+        "axis_order": [a.name for a in expansion.axes],  # as declared (the selection file sorts keys)
         "variants": {v.name: dict(v.choice) for v in variants},
         "excluded": list(expansion.excluded),
         "strategy": spec.get("strategy", "grid"),

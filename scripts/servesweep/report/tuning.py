@@ -102,7 +102,7 @@ def standing(
         tps = at.get("total_tps_per_gpu") if basis.per == "GPU" else None
         return Standing(name, choice, gpus, cap["capacity"], cap["bounds"]["tolerance"], True, tps, None, "measured")
     if ranked.empty:
-        return Standing(name, choice, gpus, None, 0, False, None, None, "no point fit to rank (see its rows)")
+        return Standing(name, choice, gpus, None, 0, False, None, None, f"not ranked: {_why_unranked(rows)}")
     met = ranked[ranked["slo_met"].map(lambda v: v is True or v is None or (isinstance(v, float) and math.isnan(v)))]
     if met.empty:
         return Standing(name, choice, gpus, None, 0, False, None, None, "measured")
@@ -114,6 +114,12 @@ def standing(
     tps = best.get(basis.tps)
     tps = None if tps is None or pd.isna(tps) else float(tps)
     return Standing(name, choice, gpus, int(best["concurrency"]), 0, False, tps, hw, "measured", settings)
+
+
+def _why_unranked(rows: pd.DataFrame) -> str:
+    """The marks (run/trust) or log findings that keep a variant's points out of the ranking."""
+    why = [f"c{r.concurrency} {r.mark_kinds or r.logs_note}" for r in rows.itertuples() if r.marks or r.logs_note]
+    return "; ".join(why) or "no trusted point"
 
 
 def _cap_gpus(cap: dict) -> int | None:
@@ -155,7 +161,7 @@ def axis_effects(order: list[Standing], axes: list[str], labels: dict[str, list[
             med = statistics.median(got) if got else None
             rows.append([a, lb, str(len(got)), num(best, 2), num(med, 2)])
     return tabulate(
-        rows, ["axis", "value", "variants measured", f"best capacity/{per}", f"median capacity/{per}"], **TABLE
+        rows, ["axis", "value", "variants ranked", f"best capacity/{per}", f"median capacity/{per}"], **TABLE
     )
 
 
@@ -196,7 +202,7 @@ def tuning_section(df: pd.DataFrame, sweeps: dict, caps: list[dict], plot_dir: P
 
 def _sweep_part(df: pd.DataFrame, recipe: str, info: dict, by_cap: dict, basis: Basis, dirs: tuple) -> list[str]:
     plot_dir, root = dirs
-    axes, not_run = list(info["axes"]), info.get("not_run") or {}
+    axes, not_run = info.get("axis_order") or list(info["axes"]), info.get("not_run") or {}
     standings = [
         standing(n, c, df[df["recipe"] == n] if len(df) else df, by_cap.get(n), not_run.get(n, "not run yet"), basis)
         for n, c in info["variants"].items()
