@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 from ..contract.plan import REPEAT_COOLDOWN_S, Plan
@@ -118,3 +119,23 @@ def worker_requests(plan: Plan, scrapes: dict) -> dict:
         name: (metrics.total(smp, counter["metric"], **counter["labels"]) if smp else None)
         for name, smp in scrapes.items()
     }
+
+
+def client_died(rc: int | None, pid: int, ran_s: float, tail: str) -> str | None:
+    """Why the client's run is void when aiperf did not exit 0, or None. Checked before any figure
+    or traffic comparison: a dead client's partial export holds requests still in flight, which
+    would read as foreign traffic."""
+    if rc == 0:
+        return None
+    how = f"was killed by {signal_name(-rc)}" if rc is not None and rc < 0 else "failed"
+    return (
+        f"client died: aiperf (pid {pid}) {how} {ran_s:.0f} s after it started (aiperf exited with code {rc}); "
+        f"no figure of this run is valid\naiperf log tail:\n{tail}"
+    )
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"

@@ -22,9 +22,11 @@ from . import bench, credentials, hoststall, log_health, metrics, prefix, repeat
 from .curve import Invocation, SharedStack, reset_prefix_caches
 from .driver_io import Interrupted, Say, now, private_plan, raise_interrupt
 from .preamble import running_versions
-from .ready import PointFailed, registration_drift
+from .ready import PointFailed, registration_drift, tls_for
 from .spawn import LocalSpawner, MissingSecret, die_with_parent, inherited_env, stop_all
 from .stack import Stack
+from .supervise import ORPHANED, interrupted_reason, supervised
+from .watch import StackWatch, targets
 
 
 class ResultNotSaved(Exception):
@@ -97,10 +99,17 @@ def run_point(plan_path: Path, result_path: Path, log_dir: Path | None = None, j
     result_path = _inside_workdir(result_path, "result path")
     run_dir = _inside_workdir(log_dir or default_log_dir(plan), "log dir")
     die_with_parent(signal.SIGTERM)  # if the job shell dies, tear down rather than run on as an orphan
-    old = {s: signal.signal(s, raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    # whatever kills the driver, SIGKILL included, its failure record is written (run/supervise)
+    return supervised(lambda: _drive(plan, Path(plan_path), result_path, run_dir, join), run_dir)
+
+
+def _drive(plan: Plan, plan_path: Path, result_path: Path, run_dir: Path, join) -> int:
+    """The point, attempt after attempt (the supervised side of run_point)."""
+    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, ORPHANED)
+    old = {s: signal.getsignal(s) for s in signals}
     try:
         retries = hoststall.RETRIES
-        while (rc := _attempt(plan, Path(plan_path), result_path, run_dir, join, old, retries)) is None:
+        while (rc := _attempt(plan, plan_path, result_path, run_dir, join, old, retries)) is None:
             retries -= 1  # _attempt asks again only while retries are left
         return rc
     finally:
@@ -110,6 +119,8 @@ def run_point(plan_path: Path, result_path: Path, log_dir: Path | None = None, j
 
 def _attempt(plan: Plan, plan_path: Path, result_path: Path, run_dir: Path, join, handlers: dict, retries: int):
     """One attempt at the point: its exit code, or None to run it again."""
+    for s in handlers:  # each attempt's own: the previous one's teardown put the old handlers back
+        signal.signal(s, raise_interrupt)
     keep_earlier_attempt(run_dir)
     run_dir.mkdir(parents=True)
     say = Say(f"{plan.recipe} c{plan.concurrency}", run_dir / paths.DRIVER_LOG)
@@ -130,8 +141,9 @@ def _attempt(plan: Plan, plan_path: Path, result_path: Path, run_dir: Path, join
         _record_failure(run_dir, str(e))
         return None if again else 1
     except Interrupted as e:
-        say(f"interrupted by {e}; tearing down")
-        _record_failure(run_dir, f"interrupted by {e}")
+        why = interrupted_reason(e.signum)
+        say(f"{why}; tearing down")
+        _record_failure(run_dir, why)
         interrupted = True
         return 128 + e.signum
     except Exception as e:  # noqa: BLE001 - a bug of ours must still leave a failure record and the artifacts
@@ -190,6 +202,8 @@ class Measurement:
     run_exports: list  # aiperf's export of each run (one without repeats)
     drift: list  # registration changes seen after the benchmark (gate reasons)
     stall_s: float  # how far the wall clock jumped against the monotonic one (run/hoststall)
+    stalls: list  # stack processes stopped or silent for a while inside the window (run/watch)
+    aiperf_pid: int
 
 
 def _scrape_all(plan: Plan, ctx) -> tuple[dict, dict, dict]:
@@ -221,18 +235,23 @@ def _measure(plan: Plan, stack, run_dir: Path, say, cleanup: list) -> Measuremen
         + (f"{b.duration_s:g} s" if b.duration_s else f"{b.request_count} requests")
         + f" (warm-up {b.warmup or 'none'}), artifacts {art}"
     )
+    sw = _stack_watch(plan, stack, ctx)
+    cleanup.append(sw.stop)
     t_bench, clock = time.monotonic(), hoststall.ClockWatch()
     aiperf = LocalSpawner().start("aiperf", argv, env, run_dir / paths.AIPERF_LOG, Path.cwd())
     cleanup.insert(0, lambda: stop_all([aiperf], grace_s=2))  # aiperf and its children, whatever happens
     next_note = t_bench + 10
     while aiperf.poll() is None:
-        _check(stack, clock)
+        _check(stack, clock, sw)
         if time.monotonic() >= next_note:
             say(f"bench: {time.monotonic() - t_bench:.0f} s elapsed")
             next_note += 10
         time.sleep(0.1)
     t_end = time.monotonic()
-    _check(stack, clock)
+    _check(stack, clock, sw)
+    stalls = sw.stop()
+    for st in stalls:
+        say(f"stall: {st['process']} served nothing for {st['seconds']} s from {st['start_s']} s in ({st['seen']})")
     stop_all([aiperf], grace_s=2)  # aiperf's own children, if any outlived it
     workers_after, fe_after, smp_after = _scrape_all(plan, ctx)
     scrapes = result.Scrapes(workers_before, workers_after, fe_before, fe_after, smp_before, smp_after)
@@ -241,13 +260,21 @@ def _measure(plan: Plan, stack, run_dir: Path, say, cleanup: list) -> Measuremen
     export = repeats.merged_export(runs)
     drift = registration_drift(plan, ctx)
     m = (export, scrapes, rc, aiperf.log_tail(8), t_bench, t_end, art, caches, engine_urls, runs, drift, clock.look())
-    return Measurement(*m)
+    return Measurement(*m, stalls, aiperf.pid)
 
 
-def _check(stack, clock: hoststall.ClockWatch) -> None:
+def _stack_watch(plan: Plan, stack, ctx) -> StackWatch:
+    """Every stack process watched for a stop or a silence through the window (run/watch)."""
+    watched = targets(plan, stack.info.local_pids(), ctx.url)
+    urls = {w.name: w.health_url for w in watched if w.health_url}
+    return StackWatch(watched, tls_for(ctx, urls))
+
+
+def _check(stack, clock: hoststall.ClockWatch, sw: StackWatch) -> None:
     """The stack's health mid-benchmark; whatever broke while the host stood still is the host's doing."""
     try:
         stack.check("mid-benchmark")
+        sw.look("mid-benchmark")
     except PointFailed as e:
         raise hoststall.verdict(clock.look(), [str(e)]) or e from None
 
@@ -259,6 +286,9 @@ def _conclude(plan: Plan, stack, m: Measurement, result_path: Path, run_dir: Pat
     stalled = hoststall.verdict(m.stall_s, m.drift)
     if stalled:
         raise stalled
+    died = bench.client_died(m.aiperf_rc, m.aiperf_pid, m.t_end - m.t_bench, m.aiperf_tail)
+    if died:  # before any figure: a dead client's partial export would read as foreign traffic
+        raise PointFailed(died)
     records = repeats.request_records(m.artifacts)
     figs, why = result.figures(plan, m.export, m.scrapes, bench.request_outcomes(records))
     exported = server_export.read(m.artifacts)
@@ -286,7 +316,7 @@ def _conclude(plan: Plan, stack, m: Measurement, result_path: Path, run_dir: Pat
         _versions(plan, info.run_dir), timings, os.path.relpath(m.artifacts), stack_doc,
     )  # fmt: skip
     health = log_health.scan(plan, Path(info.run_dir))  # the stack's process logs, beside the figures
-    doc = result.document(plan, figs, why, m.export, facts) | {"source": source, "logs": health}
+    doc = result.document(plan, figs, why, m.export, facts) | {"source": source, "logs": health, "stalls": m.stalls}
     _write_or_keep(doc, result_path, run_dir, m.artifacts)
     try:  # the result is written: nothing after this may fail the point
         (run_dir / paths.FAILURE_FILE).unlink(missing_ok=True)

@@ -16,7 +16,14 @@ class Interrupted(BaseException):
         super().__init__(signal.Signals(signum).name)
 
 
+INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR2)
+
+
 def raise_interrupt(signum, _frame):
+    """Once: a second signal (Ctrl-C reaches a whole process group, and a supervisor passes its
+    own on) must not cut short the teardown and the failure record of the first."""
+    for s in INTERRUPTS:
+        signal.signal(s, signal.SIG_IGN)
     raise Interrupted(signum)
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..checks import preflight
@@ -29,6 +30,12 @@ class StackInfo:
     startup_s: float  # spawn to ready (smoke token)
     spawn_s: float
     last_health_to_ready_s: float
+    pids: dict = field(default_factory=dict)  # process -> pid (its launcher's under srun), on pid_host
+    pid_host: str = ""
+
+    def local_pids(self) -> dict:
+        """The pids, when this is the host that started them (a pid means nothing on another)."""
+        return self.pids if self.pid_host == socket.gethostname() else {}
 
     def context(self, plan: Plan) -> Context:
         procs = {p.name: p for p in plan.processes}
@@ -132,6 +139,7 @@ class Stack:
             stack_id, c.job_id, c.node_addrs, c.node_names, c.port_shift, str(c.run_dir),
             round(r.smoke_at - r.started + self.timings["spawn"], 3), round(self.timings["spawn"], 3),
             round(r.smoke_at - max(r.healthy_at.values(), default=r.smoke_at), 3),
+            {h.name: h.pid for h in self.handles}, socket.gethostname(),
         )  # fmt: skip
 
     def stop(self) -> None:
