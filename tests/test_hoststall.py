@@ -3,6 +3,8 @@ once; a frontend that stops seeing the plan's registrations breaks the stack (un
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from servesweep.run import driver, hoststall, ready
@@ -103,3 +105,22 @@ def test_a_stalled_attempt_runs_again_once_and_a_second_stall_fails(monkeypatch,
     monkeypatch.setattr(driver, "supervised", lambda drive, run_dir: drive())  # no fork in a unit test
     assert driver.run_point(tmp_path / "plan.json", tmp_path / "results/r/c2.json") == 1
     assert calls == [1, 0]
+
+
+def test_a_kept_attempt_names_its_files_where_they_are_now(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run_dir = tmp_path / "logs/r/c4"
+    run_dir.mkdir(parents=True)
+    reason = (
+        f"the full result is kept in {run_dir}/result.unsaved.json and aiperf's artifacts in {run_dir}/aiperf; "
+        "see logs/r/c4/driver.log (an earlier one: logs/r/c4.attempt-7)"
+    )
+    (run_dir / "failure.json").write_text(json.dumps({"reason": reason, "logs": str(run_dir)}))
+    driver.keep_earlier_attempt(run_dir)
+    doc = json.loads((tmp_path / "logs/r/c4.attempt-1/failure.json").read_text())
+    assert doc["reason"] == (
+        f"the full result is kept in {run_dir}.attempt-1/result.unsaved.json and aiperf's artifacts in "
+        f"{run_dir}.attempt-1/aiperf; see logs/r/c4.attempt-1/driver.log (an earlier one: logs/r/c4.attempt-7)"
+    )
+    assert doc["logs"] == f"{run_dir}.attempt-1" and doc["moved_from"] == str(run_dir)
+    assert not run_dir.exists()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import sys
@@ -20,7 +21,7 @@ from ..contract.plan import PREAMBLE_SCRIPT, Plan, plan_source, stack_reuse_allo
 from ..fileio.errors import plain_text
 from . import bench, credentials, hoststall, log_health, metrics, prefix, repeats, result, server_export, slots, slurm
 from .curve import Invocation, SharedStack, reset_prefix_caches
-from .driver_io import Interrupted, Say, now, private_plan, raise_interrupt
+from .driver_io import Interrupted, Say, now, point_label, private_plan, raise_interrupt
 from .preamble import running_versions
 from .ready import PointFailed, registration_drift, tls_for
 from .spawn import LocalSpawner, MissingSecret, die_with_parent, inherited_env, stop_all
@@ -123,7 +124,7 @@ def _attempt(plan: Plan, plan_path: Path, result_path: Path, run_dir: Path, join
         signal.signal(s, raise_interrupt)
     keep_earlier_attempt(run_dir)
     run_dir.mkdir(parents=True)
-    say = Say(f"{plan.recipe} c{plan.concurrency}", run_dir / paths.DRIVER_LOG)
+    say = Say(f"{plan.recipe} {point_label(plan)}", run_dir / paths.DRIVER_LOG)
     stack = open_stack(plan, plan_path, result_path, run_dir, say, join)
     cleanup: list = []
     interrupted = False
@@ -181,6 +182,25 @@ def keep_earlier_attempt(run_dir: Path) -> None:
     while (aside := run_dir.with_name(f"{run_dir.name}.attempt-{n}")).exists():
         n += 1
     run_dir.rename(aside)
+    repoint_failure(aside / paths.FAILURE_FILE, run_dir, aside)
+
+
+def repoint_failure(record: Path, was: Path, now_at: Path) -> None:
+    """A kept attempt's failure record names its files where they are now (``c4.attempt-1/...``),
+    not where they were written (``c4/...``, which the next attempt reuses)."""
+    try:
+        doc = json.loads(record.read_text())
+    except (OSError, ValueError):
+        return
+    if not isinstance(doc, dict):
+        return
+    for form_was, form_now in ((str(was), str(now_at)), (os.path.relpath(was), os.path.relpath(now_at))):
+        old = re.compile(re.escape(form_was) + r"(?![\w.-])")  # c4 and c4/..., never c4.attempt-2
+        for key in ("reason", "logs"):
+            if isinstance(doc.get(key), str):
+                doc[key] = old.sub(form_now, doc[key])
+    doc["moved_from"] = str(was)
+    record.write_text(json.dumps(doc, indent=1) + "\n")
 
 
 def _record_failure(run_dir: Path, reason: str) -> None:

@@ -27,6 +27,14 @@ def raise_interrupt(signum, _frame):
     raise Interrupted(signum)
 
 
+def point_label(plan: Plan) -> str:
+    """A point as its result and logs are named (``c<point>``); a rehearsal that runs a capped
+    concurrency says which one it ran."""
+    if plan.point == plan.concurrency:
+        return f"c{plan.point}"
+    return f"c{plan.point} (rehearsed at c{plan.concurrency})"
+
+
 def now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 

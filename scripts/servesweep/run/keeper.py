@@ -52,9 +52,11 @@ def keep_stack(plan_path: Path, stack_dir: Path, stack_id: str, watch: int, expe
         return 0
     except STARTUP_FAILURES as e:
         running = sdir.running_point()
-        where = f" while point c{running} was running" if running else ""
-        sdir.fail(f"{e}{where}")
-        say(f"FAILED: {e}{where}")
+        head, nl, tail = str(e).partition("\n")  # the point goes into the message's first line, not its log tail
+        point = running if isinstance(running, str) else f"c{running}"  # a label, or a number from before
+        msg = f"{head}{f' while point {point} was running' if running else ''}{nl}{tail}"
+        sdir.fail(msg)
+        say(f"FAILED: {msg}")
         return 1
     except Interrupted as e:
         sdir.fail(f"stack keeper interrupted by {e}")

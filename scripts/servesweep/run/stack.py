@@ -15,6 +15,7 @@ from ..contract.plan import CONTROL_ROLES, Plan
 from . import balancer, credentials, preamble, slots, slurm
 from .ready import Readiness, RegistrationWatch, check_alive, wait_healthy, wait_ready
 from .spawn import Context, Handle, LocalSpawner, SrunSpawner, stop_all
+from .watch import StackWatch, targets
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class Stack:
         self.ctx: Context | None = None
         self.readiness: Readiness | None = None
         self.registrations = RegistrationWatch(plan)
+        self.stopped: StackWatch | None = None  # process states once ready (health: the point's watch)
         self.timings: dict[str, float] = {}
 
     def start(self) -> None:
@@ -90,6 +92,8 @@ class Stack:
                 self._spawn(spawner, p)
         self.timings["spawn"] = time.monotonic() - t0
         self.readiness = wait_ready(plan, self.ctx, self.handles, max(deadline - time.monotonic(), 0), self.say)
+        pids = {h.name: h.pid for h in self.handles} if spawner.kind == "local" else {}  # srun's state is not theirs
+        self.stopped = StackWatch(targets(plan, pids, lambda template, name: None))
 
     def _make_credentials(self) -> None:
         """The stack's own control-plane credentials (0600 files in the run dir, nowhere else)."""
@@ -127,9 +131,11 @@ class Stack:
         self.handles.append(spawner.start(p.name, argv, env, paths.process_log(self.run_dir, p.name), Path.cwd()))
 
     def check(self, when: str) -> None:
-        """Raise PointFailed if any process of the stack has exited or, once ready, a frontend no
-        longer sees the plan's registrations."""
+        """Raise PointFailed if any process of the stack has exited or, once ready, has been stopped
+        too long (run/watch) or a frontend no longer sees the plan's registrations."""
         check_alive(self.handles, when)
+        if self.stopped is not None:
+            self.stopped.look(when)
         if self.readiness is not None and self.readiness.smoke_at is not None:
             self.registrations.look(self.ctx, when)
 
