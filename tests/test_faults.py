@@ -14,6 +14,7 @@ import socket
 import subprocess
 from pathlib import Path
 
+import psutil
 import pytest
 import yaml
 
@@ -113,10 +114,17 @@ def test_frontend_never_reaches_expected_workers(fwf, reliability):
     check_clean(fwf, "results/short/c2.json")
 
 
-def _aiperf_running(driver_pid: int):
+def _driver(pid: int):
+    """The process that drives the point: the forked child of ``servesweep run-point`` (run/supervise)."""
+    kids = [k for k in descendants(pid) if k.ppid() == pid]
+    return kids[0] if len(kids) == 1 else None
+
+
+def _aiperf_running(pid: int):
     """aiperf (the driver's newest child) once its own children exist, found by ancestry: aiperf
     renames its processes 1-2 s after start, so its command line cannot be relied on."""
-    kids = [k for k in descendants(driver_pid) if k.ppid() == driver_pid]
+    driver = _driver(pid)
+    kids = [k for k in descendants(driver.pid) if k.ppid() == driver.pid] if driver else []
     if not kids:
         return None
     newest = max(kids, key=lambda k: k.create_time())
@@ -155,7 +163,66 @@ def test_aiperf_crash(fwf, reliability):
     with no_processes_left(fwf):
         rc, err = _kill_mid_bench(fwf, name, _aiperf_running)
     assert rc == 1
-    assert "aiperf exited with code -9" in err
+    reason = failure_reason(fwf, name, 2)
+    assert "client died: aiperf (pid" in reason and "was killed by SIGKILL" in reason, reason
+    assert "foreign" not in err and "foreign" not in reason  # in-flight requests are not someone else's
+    check_clean(fwf, f"results/{name}/c2.json")
+
+
+def _stack_process(pid: int, marker: str, gpu: str | None = None):
+    """The process the driver started for ``marker`` (its direct child: the pid a failure names)."""
+    driver = _driver(pid)
+    kids = [k for k in descendants(driver.pid) if k.ppid() == driver.pid] if driver else []
+    procs = [k for k in kids if marker in " ".join(k.cmdline())]
+    return next((k for k in procs if gpu is None or k.environ().get("CUDA_VISIBLE_DEVICES") == gpu), None)
+
+
+@pytest.mark.parametrize(
+    "victim,marker,gpu,named",
+    [("frontend", "dynamo.frontend", None, "frontend (role frontend, index 0, pid"),
+     ("worker", "dynamo.mocker", "1", "agg-1 (role agg, index 1, pid")],
+)  # fmt: skip
+def test_a_stopped_stack_process_fails_the_point_at_once_naming_it(fwf, reliability, victim, marker, gpu, named):
+    """SIGSTOP mid-window: the point fails within the watch's 10 s bound (run/watch), not after
+    duration + grace (a 60 s benchmark: the wait below ends long before that), naming the process."""
+    reliability("faults", f"{victim} SIGSTOPped mid-benchmark")
+    name = write_recipe(fwf, f"stopped-{victim}", duration=60)
+    stopped = []
+    try:
+        with no_processes_left(fwf), running_point(fwf, name) as p:
+            wait_for_text(fwf / f"logs/{name}/c2/driver.log", "bench: aiperf")
+            wait_until(lambda: _aiperf_running(p.pid), 60, "aiperf and its children")
+            proc = wait_until(lambda: _stack_process(p.pid, marker, gpu), 30, f"the {victim}")
+            proc.suspend()
+            stopped.append(proc)
+            _, err = p.communicate(timeout=45)  # duration + grace would be 90 s
+    finally:
+        for proc in stopped:  # resumed whatever happened (a stopped process ignores SIGTERM)
+            try:
+                proc.resume()
+            except psutil.NoSuchProcess:
+                pass
+    assert p.returncode == 1, err[-2000:]
+    reason = failure_reason(fwf, name, 2)
+    # named, with what was seen: failed by the watch at its bound, or by the registration its stop let
+    # lapse (Dynamo's discovery TTL can run out first), the stopped worker named as the cause
+    assert f"{named} {stopped[0].pid})" in reason and "is stopped" in reason and "mid-benchmark" in reason, reason
+    check_clean(fwf, f"results/{name}/c2.json")
+
+
+def test_a_killed_driver_leaves_its_failure_record(fwf, reliability):
+    """SIGKILL the point's driver (``servesweep run-point``, the process snakemake's shell started):
+    the driver it forked writes failure.json naming SIGKILL and tears the stack down."""
+    reliability("faults", "driver SIGKILLed mid-benchmark")
+    name = write_recipe(fwf, "driver-killed", duration=30)
+    record = fwf / f"logs/{name}/c2/failure.json"
+    with no_processes_left(fwf), running_point(fwf, name) as p:
+        wait_for_text(fwf / f"logs/{name}/c2/driver.log", "bench: aiperf")
+        p.kill()
+        wait_until(lambda: record.exists() and "SIGKILL" in record.read_text(), 60, "the failure record")
+    reason = failure_reason(fwf, name, 2)
+    assert "supervisor process" in reason and "was killed by SIGKILL" in reason, reason
+    assert "teardown:" in (fwf / f"logs/{name}/c2/driver.log").read_text()
     check_clean(fwf, f"results/{name}/c2.json")
 
 

@@ -164,3 +164,18 @@ def test_a_dead_client_is_a_dead_client():
     assert "aiperf exited with code -9" in msg and "foreign" not in msg
     assert bench.client_died(0, 123, 1.0, "") is None
     assert "aiperf (pid 5) failed" in bench.client_died(2, 5, 1.0, "")
+
+
+def test_a_consequence_seen_first_names_the_stopped_process_behind_it(server, quick):
+    pid, url = server
+    w = watch.StackWatch([watch.Watched("agg-1", "agg", 1, pid, url)])
+    try:
+        os.kill(pid, signal.SIGSTOP)
+        wait_until(lambda: w.look("mid-benchmark") or "agg-1" in w.open, 30, "the watch to see the stop")
+        lapse = PointFailed("frontend sees registrations {'backend': 1} mid-benchmark\nlog tail")
+        msg = str(w.explain(lapse))
+    finally:
+        w.stop()
+    assert msg.startswith("frontend sees registrations {'backend': 1} mid-benchmark; seen meanwhile: ")
+    assert f"agg-1 (role agg, index 1, pid {pid}) for " in msg and "is stopped" in msg
+    assert msg.endswith("\nlog tail")

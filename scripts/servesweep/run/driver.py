@@ -293,9 +293,10 @@ def _stack_watch(plan: Plan, stack, ctx) -> StackWatch:
 def _check(stack, clock: hoststall.ClockWatch, sw: StackWatch) -> None:
     """The stack's health mid-benchmark; whatever broke while the host stood still is the host's doing."""
     try:
-        stack.check("mid-benchmark")
         sw.look("mid-benchmark")
+        stack.check("mid-benchmark")
     except PointFailed as e:
+        e = sw.explain(e)
         raise hoststall.verdict(clock.look(), [str(e)]) or e from None
 
 

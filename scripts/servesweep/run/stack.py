@@ -13,7 +13,7 @@ from ..checks import preflight
 from ..contract import paths
 from ..contract.plan import CONTROL_ROLES, Plan
 from . import balancer, credentials, preamble, slots, slurm
-from .ready import Readiness, RegistrationWatch, check_alive, wait_healthy, wait_ready
+from .ready import PointFailed, Readiness, RegistrationWatch, check_alive, wait_healthy, wait_ready
 from .spawn import Context, Handle, LocalSpawner, SrunSpawner, stop_all
 from .watch import StackWatch, targets
 
@@ -134,10 +134,13 @@ class Stack:
         """Raise PointFailed if any process of the stack has exited or, once ready, has been stopped
         too long (run/watch) or a frontend no longer sees the plan's registrations."""
         check_alive(self.handles, when)
-        if self.stopped is not None:
-            self.stopped.look(when)
-        if self.readiness is not None and self.readiness.smoke_at is not None:
+        if self.stopped is None:
+            return
+        self.stopped.look(when)
+        try:
             self.registrations.look(self.ctx, when)
+        except PointFailed as e:
+            raise self.stopped.explain(e) from None
 
     def info(self, stack_id: str) -> StackInfo:
         r, c = self.readiness, self.ctx

@@ -134,6 +134,20 @@ class StackWatch:
                     f"{STALL_FAIL_S:g} s): {seen}"
                 )
 
+    def explain(self, e: PointFailed) -> PointFailed:
+        """``e`` (a lapsed registration, say) with the processes stopped or silent right now: the
+        cause is named even when its consequence is seen first."""
+        now = self.clock()
+        seen = [
+            f"{w.label()} for {now - self.open[w.name][0]:.0f} s: {self.open[w.name][1]}"
+            for w in self.watched
+            if w.name in self.open and w.label() not in str(e)
+        ]
+        if not seen:
+            return e
+        head, nl, tail = str(e).partition("\n")
+        return PointFailed(f"{head}; seen meanwhile: {'; '.join(seen)}{nl}{tail}")
+
     def _symptom(self, w: Watched, now: float) -> tuple[float, str] | None:
         stopped = stopped_in(self.trees.get(w.name, []))
         if stopped:
