@@ -12,6 +12,7 @@ import os
 import signal
 import socket
 import subprocess
+import time
 from pathlib import Path
 
 import psutil
@@ -208,6 +209,28 @@ def test_a_stopped_stack_process_fails_the_point_at_once_naming_it(fwf, reliabil
     # lapse (Dynamo's discovery TTL can run out first), the stopped worker named as the cause
     assert f"{named} {stopped[0].pid})" in reason and "is stopped" in reason and "mid-benchmark" in reason, reason
     check_clean(fwf, f"results/{name}/c2.json")
+
+
+def test_a_frontend_paused_and_resumed_inside_the_window_marks_the_point_stalled(fwf, reliability):
+    """Stopped 5 s (over the 3 s record bound, under the 10 s failure bound), then resumed: the point
+    completes and its result carries the stall, never a steady figure unmarked."""
+    reliability("faults", "frontend paused and resumed mid-benchmark")
+    name = write_recipe(fwf, "paused-frontend", duration=10)
+    with no_processes_left(fwf), running_point(fwf, name) as p:
+        wait_for_text(fwf / f"logs/{name}/c2/driver.log", "bench: aiperf")
+        wait_until(lambda: _aiperf_running(p.pid), 60, "aiperf and its children")
+        proc = wait_until(lambda: _stack_process(p.pid, "dynamo.frontend"), 30, "the frontend")
+        proc.suspend()
+        try:
+            since = time.monotonic()
+            wait_until(lambda: time.monotonic() - since > 5 and proc.status() == "stopped", 30, "a 5 s pause")
+        finally:
+            proc.resume()
+        _, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err[-2000:]
+    (stall,) = json.loads((fwf / f"results/{name}/c2.json").read_text())["stalls"]
+    assert stall["process"] == "frontend" and stall["seconds"] >= 3 and "is stopped" in stall["seen"], stall
+    assert "stall: frontend served nothing for" in err
 
 
 def test_a_killed_driver_leaves_its_failure_record(fwf, reliability):
