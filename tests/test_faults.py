@@ -357,6 +357,31 @@ def test_snakemake_interrupted_and_restarted(fwf, reliability):
     assert "output: results/restart/c3.json" in out and "output: results/restart/c2.json" not in out
 
 
+def test_snakemake_killed_then_a_plain_rerun_works(fwf, reliability):
+    """SIGKILL snakemake itself mid-point: its lock stays behind; the next plain run removes it (its
+    owner is provably gone, run/stalelock), says so, and runs the point."""
+    reliability("faults", "snakemake SIGKILLed + plain rerun")
+    write_recipe(fwf, "sm-killed", duration=3)
+    target = "results/sm-killed/c2.json"
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
+    with no_processes_left(fwf):
+        sm = subprocess.Popen(
+            [str(BIN / "snakemake"), "--profile", "profiles/local", target],
+            cwd=fwf, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True,
+        )  # fmt: skip
+        try:
+            wait_for_text(fwf / "logs/sm-killed/c2/driver.log", "bench: aiperf")
+            sm.kill()
+        finally:
+            sm.wait(timeout=30)
+    assert list((fwf / ".snakemake/locks").glob("*.lock"))  # what Snakemake itself would stop on
+    with no_processes_left(fwf):
+        r = snakemake(fwf, target)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    assert "servesweep: removed Snakemake's lock" in r.stderr and "is gone: it was killed" in r.stderr
+    assert (fwf / target).exists()
+
+
 def test_secrets_never_land_in_outputs_and_shell_strings_stay_verbatim(fwf, reliability):
     reliability("security", "secret env by reference")
     reliability("security", "shell metacharacters verbatim")
