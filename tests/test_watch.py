@@ -179,3 +179,15 @@ def test_a_consequence_seen_first_names_the_stopped_process_behind_it(server, qu
     assert msg.startswith("frontend sees registrations {'backend': 1} mid-benchmark; seen meanwhile: ")
     assert f"agg-1 (role agg, index 1, pid {pid}) for " in msg and "is stopped" in msg
     assert msg.endswith("\nlog tail")
+
+
+def test_a_stack_failure_names_the_running_point_where_the_phase_is_never_after_the_log_tail():
+    from servesweep.run.keeper import _with_point
+
+    died = "process agg-1 exited with code -9 mid-curve; log x/agg-1.log, last lines:\nINFO a\nINFO b"
+    assert _with_point(died, "c96 (rehearsed at c32)") == (
+        "process agg-1 exited with code -9 mid-curve while point c96 (rehearsed at c32) was running; "
+        "log x/agg-1.log, last lines:\nINFO a\nINFO b"
+    )
+    assert _with_point("stack broke\nINFO a", 4) == "stack broke while point c4 was running\nINFO a"
+    assert _with_point("stack broke", None) == "stack broke"
