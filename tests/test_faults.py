@@ -132,11 +132,17 @@ def _aiperf_running(pid: int):
     return newest if descendants(newest.pid) else None
 
 
+def _benchmarking(wf: Path, name: str) -> None:
+    """Until aiperf's benchmark (its profiling phase) has started: setup and warm-up come first."""
+    wait_for_text(wf / f"logs/{name}/c2/aiperf.log", "Phase profiling (profiling) started", 60)
+
+
 def _kill_mid_bench(wf: Path, name: str, pick) -> tuple[int, str]:
     """Run a point, kill the process `pick` chooses while aiperf runs; (driver exit code, stderr)."""
     with running_point(wf, name) as p:
         wait_for_text(wf / f"logs/{name}/c2/driver.log", "bench: aiperf")
         wait_until(lambda: _aiperf_running(p.pid), 60, "aiperf and its children")
+        _benchmarking(wf, name)
         victim = wait_until(lambda: pick(p.pid), 30, "the process to kill")
         victim.kill()
         _, err = p.communicate(timeout=90)
@@ -192,7 +198,7 @@ def test_a_stopped_stack_process_fails_the_point_at_once_naming_it(fwf, reliabil
     try:
         with no_processes_left(fwf), running_point(fwf, name) as p:
             wait_for_text(fwf / f"logs/{name}/c2/driver.log", "bench: aiperf")
-            wait_until(lambda: _aiperf_running(p.pid), 60, "aiperf and its children")
+            _benchmarking(fwf, name)
             proc = wait_until(lambda: _stack_process(p.pid, marker, gpu), 30, f"the {victim}")
             proc.suspend()
             stopped.append(proc)
@@ -218,7 +224,7 @@ def test_a_frontend_paused_and_resumed_inside_the_window_marks_the_point_stalled
     name = write_recipe(fwf, "paused-frontend", duration=10)
     with no_processes_left(fwf), running_point(fwf, name) as p:
         wait_for_text(fwf / f"logs/{name}/c2/driver.log", "bench: aiperf")
-        wait_until(lambda: _aiperf_running(p.pid), 60, "aiperf and its children")
+        _benchmarking(fwf, name)
         proc = wait_until(lambda: _stack_process(p.pid, "dynamo.frontend"), 30, "the frontend")
         proc.suspend()
         try:

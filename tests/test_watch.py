@@ -159,11 +159,11 @@ def test_a_killed_supervisor_is_named_as_sigkill():
 
 
 def test_a_dead_client_is_a_dead_client():
-    msg = bench.client_died(-9, 123, 12.4, "last words")
-    assert msg.startswith("client died: aiperf (pid 123) was killed by SIGKILL 12 s after it started")
+    msg = bench.client_died(-9, 123, "mid-benchmark (12 s in)", "last words")
+    assert msg.startswith("client died: aiperf (pid 123) was killed by SIGKILL mid-benchmark (12 s in)")
     assert "aiperf exited with code -9" in msg and "foreign" not in msg
-    assert bench.client_died(0, 123, 1.0, "") is None
-    assert "aiperf (pid 5) failed" in bench.client_died(2, 5, 1.0, "")
+    assert bench.client_died(0, 123, "", "") is None
+    assert "aiperf (pid 5) failed" in bench.client_died(2, 5, "", "")
 
 
 def test_a_consequence_seen_first_names_the_stopped_process_behind_it(server, quick):
@@ -191,3 +191,22 @@ def test_a_stack_failure_names_the_running_point_where_the_phase_is_never_after_
     )
     assert _with_point("stack broke\nINFO a", 4) == "stack broke while point c4 was running\nINFO a"
     assert _with_point("stack broke", None) == "stack broke"
+
+
+def test_the_phase_of_aiperf_is_read_from_its_log_as_it_grows(tmp_path):
+    log = tmp_path / "aiperf.log"
+    phase = bench.AiperfPhase(log)
+    assert phase.now() == bench.SETUP  # no log yet
+    lines = [
+        "19:58:45.945 NOTICE   Phase warmup (warmup) started | phase_index=0 | target: 2 requests\n",
+        "19:58:46.309 NOTICE   Phase profiling (profiling) started | phase_index=1\n",
+        "19:58:51.563 NOTICE   Phase profiling (profiling) complete | completed=47\n",
+    ]
+    log.write_text("19:58:43.987 INFO     Starting AIPerf System\n" + lines[0] + "19:58:46.309 NOTICE   Phase prof")
+    assert phase.now() == "during aiperf's warm-up, before the benchmark"  # a half-written line waits
+    with open(log, "a") as f:
+        f.write(lines[1].removeprefix("19:58:46.309 NOTICE   Phase prof"))
+    assert phase.now() == "mid-benchmark"
+    with open(log, "a") as f:
+        f.write(lines[2] + lines[1])  # repeats: the next run's profiling starts again
+    assert phase.now() == "mid-benchmark"

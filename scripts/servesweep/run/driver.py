@@ -224,6 +224,7 @@ class Measurement:
     stall_s: float  # how far the wall clock jumped against the monotonic one (run/hoststall)
     stalls: list  # stack processes stopped or silent for a while inside the window (run/watch)
     aiperf_pid: int
+    aiperf_phase: str  # where aiperf was when it ended (bench.AiperfPhase)
 
 
 def _scrape_all(plan: Plan, ctx) -> tuple[dict, dict, dict]:
@@ -260,15 +261,15 @@ def _measure(plan: Plan, stack, run_dir: Path, say, cleanup: list) -> Measuremen
     t_bench, clock = time.monotonic(), hoststall.ClockWatch()
     aiperf = LocalSpawner().start("aiperf", argv, env, run_dir / paths.AIPERF_LOG, Path.cwd())
     cleanup.insert(0, lambda: stop_all([aiperf], grace_s=2))  # aiperf and its children, whatever happens
-    next_note = t_bench + 10
+    next_note, phase = t_bench + 10, bench.AiperfPhase(run_dir / paths.AIPERF_LOG)
     while aiperf.poll() is None:
-        _check(stack, clock, sw)
+        _check(stack, clock, sw, phase.now())
         if time.monotonic() >= next_note:
             say(f"bench: {time.monotonic() - t_bench:.0f} s elapsed")
             next_note += 10
         time.sleep(0.1)
     t_end = time.monotonic()
-    _check(stack, clock, sw)
+    _check(stack, clock, sw, phase.now())
     stalls = sw.stop()
     for st in stalls:
         say(f"stall: {st['process']} served nothing for {st['seconds']} s from {st['start_s']} s in ({st['seen']})")
@@ -280,7 +281,7 @@ def _measure(plan: Plan, stack, run_dir: Path, say, cleanup: list) -> Measuremen
     export = repeats.merged_export(runs)
     drift = registration_drift(plan, ctx)
     m = (export, scrapes, rc, aiperf.log_tail(8), t_bench, t_end, art, caches, engine_urls, runs, drift, clock.look())
-    return Measurement(*m, stalls, aiperf.pid)
+    return Measurement(*m, stalls, aiperf.pid, phase.now())
 
 
 def _stack_watch(plan: Plan, stack, ctx) -> StackWatch:
@@ -290,11 +291,12 @@ def _stack_watch(plan: Plan, stack, ctx) -> StackWatch:
     return StackWatch(watched, tls_for(ctx, urls))
 
 
-def _check(stack, clock: hoststall.ClockWatch, sw: StackWatch) -> None:
-    """The stack's health mid-benchmark; whatever broke while the host stood still is the host's doing."""
+def _check(stack, clock: hoststall.ClockWatch, sw: StackWatch, when: str) -> None:
+    """The stack's health while aiperf runs (``when``: its phase); whatever broke while the host stood
+    still is the host's doing."""
     try:
-        sw.look("mid-benchmark")
-        stack.check("mid-benchmark")
+        sw.look(when)
+        stack.check(when)
     except PointFailed as e:
         e = sw.explain(e)
         raise hoststall.verdict(clock.look(), [str(e)]) or e from None
@@ -307,7 +309,8 @@ def _conclude(plan: Plan, stack, m: Measurement, result_path: Path, run_dir: Pat
     stalled = hoststall.verdict(m.stall_s, m.drift)
     if stalled:
         raise stalled
-    died = bench.client_died(m.aiperf_rc, m.aiperf_pid, m.t_end - m.t_bench, m.aiperf_tail)
+    when = f"{m.aiperf_phase} ({m.t_end - m.t_bench:.0f} s in)"
+    died = bench.client_died(m.aiperf_rc, m.aiperf_pid, when, m.aiperf_tail)
     if died:  # before any figure: a dead client's partial export would read as foreign traffic
         raise PointFailed(died)
     records = repeats.request_records(m.artifacts)
