@@ -29,12 +29,14 @@ from .spawn import die_with_parent
 ORPHANED = signal.SIGUSR2  # the driver's parent-death signal: its supervisor is gone
 PASSED_ON = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 TREE_EVERY_S = 1.0
+_supervisor: list[int] = []  # in the driver: its supervisor's pid (getppid() changes once it is gone)
 
 
 def interrupted_reason(signum: int) -> str:
     if signum == ORPHANED:
+        pid = _supervisor[0] if _supervisor else "unknown"
         return (
-            f"the point's supervisor process (pid {os.getppid()} before) was killed by SIGKILL (it died "
+            f"the point's supervisor process (servesweep run-point, pid {pid}) was killed by SIGKILL (it died "
             "without passing on a signal it could catch)"
         )
     return f"interrupted by {signal_name(signum)}"
@@ -48,6 +50,7 @@ def supervised(drive, run_dir: Path) -> int:
     pid = os.fork()
     if pid == 0:  # the driver
         code = 1
+        _supervisor[:] = [parent]
         try:
             die_with_parent(ORPHANED)
             if os.getppid() != parent:  # gone before the parent-death signal was armed
