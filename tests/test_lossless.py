@@ -45,7 +45,7 @@ def test_null_figures_print_as_na():
 
 
 def test_failure_record_has_no_colour_codes(tmp_path):
-    driver._record_failure(tmp_path, "process x exited:\n\x1b[2m2026\x1b[0m \x1b[31mERROR\x1b[0m boom")
+    driver.record_failure(tmp_path, "process x exited:\n\x1b[2m2026\x1b[0m \x1b[31mERROR\x1b[0m boom")
     reason = json.loads((tmp_path / "failure.json").read_text())["reason"]
     assert "\x1b" not in reason and "2026 ERROR boom" in reason
     assert plain_text("\x1b]0;title\x07ok") == "ok"

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from servesweep.run import bench, supervise, watch
+from servesweep.run import bench, driver_io, supervise, watch
 from servesweep.run.ready import PointFailed
 
 from helpers import wait_until
@@ -152,10 +152,12 @@ def test_a_driver_that_ends_normally_keeps_its_exit_code_and_no_record(tmp_path)
     assert not (tmp_path / "failure.json").exists()
 
 
-def test_a_killed_supervisor_is_named_as_sigkill():
-    assert "supervisor process" in supervise.interrupted_reason(supervise.ORPHANED)
-    assert "killed by SIGKILL" in supervise.interrupted_reason(supervise.ORPHANED)
-    assert supervise.interrupted_reason(signal.SIGTERM) == "interrupted by SIGTERM"
+def test_a_killed_supervisor_is_named_as_sigkill(monkeypatch):
+    monkeypatch.setattr(driver_io, "SUPERVISOR", [4242])
+    assert str(driver_io.Interrupted(driver_io.ORPHANED)).startswith(
+        "the SIGKILL of its supervisor process (servesweep run-point, pid 4242)"
+    )
+    assert str(driver_io.Interrupted(signal.SIGTERM)) == "SIGTERM"
 
 
 def test_a_dead_client_is_a_dead_client():

@@ -21,12 +21,12 @@ from ..contract.plan import PREAMBLE_SCRIPT, Plan, plan_source, stack_reuse_allo
 from ..fileio.errors import plain_text
 from . import bench, credentials, hoststall, log_health, metrics, prefix, repeats, result, server_export, slots, slurm
 from .curve import Invocation, SharedStack, reset_prefix_caches
-from .driver_io import Interrupted, Say, now, point_label, private_plan, raise_interrupt
+from .driver_io import ORPHANED, Interrupted, Say, now, point_label, private_plan, raise_interrupt
 from .preamble import running_versions
 from .ready import PointFailed, registration_drift, tls_for
 from .spawn import LocalSpawner, MissingSecret, die_with_parent, inherited_env, stop_all
 from .stack import Stack
-from .supervise import ORPHANED, interrupted_reason, supervised
+from .supervise import supervised
 from .watch import StackWatch, targets
 
 
@@ -139,17 +139,16 @@ def _attempt(plan: Plan, plan_path: Path, result_path: Path, run_dir: Path, join
     except FAILURES as e:
         again = isinstance(e, hoststall.HostStalled) and retries > 0
         say(f"FAILED: {e}" + ("; an infrastructure failure: running the point again" if again else ""))
-        _record_failure(run_dir, str(e))
+        record_failure(run_dir, str(e))
         return None if again else 1
     except Interrupted as e:
-        why = interrupted_reason(e.signum)
-        say(f"{why}; tearing down")
-        _record_failure(run_dir, why)
+        say(f"interrupted by {e}; tearing down")
+        record_failure(run_dir, f"interrupted by {e}")
         interrupted = True
         return 128 + e.signum
     except Exception as e:  # noqa: BLE001 - a bug of ours must still leave a failure record and the artifacts
         say(f"FAILED unexpectedly: {type(e).__name__}: {e}")
-        _record_failure(run_dir, f"unexpected {type(e).__name__}: {e} (aiperf's artifacts, if any, are in {run_dir})")
+        record_failure(run_dir, f"unexpected {type(e).__name__}: {e} (aiperf's artifacts, if any, are in {run_dir})")
         return 1
     finally:
         for s in handlers:
@@ -203,9 +202,14 @@ def repoint_failure(record: Path, was: Path, now_at: Path) -> None:
     record.write_text(json.dumps(doc, indent=1) + "\n")
 
 
-def _record_failure(run_dir: Path, reason: str) -> None:
+def record_failure(run_dir: Path, reason: str) -> None:
+    """The one writer of a point's (a check's) failure.json: why its attempt wrote no result (atomic:
+    the summary may read it while a held stack's point adds its reason)."""
     doc = {"time": now(), "reason": plain_text(reason), "logs": str(run_dir)}
-    (run_dir / paths.FAILURE_FILE).write_text(json.dumps(doc, indent=1) + "\n")
+    path = run_dir / paths.FAILURE_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=1) + "\n")
+    tmp.replace(path)
 
 
 @dataclass

@@ -9,14 +9,29 @@ from pathlib import Path
 
 from ..contract.plan import Plan, PlanError, load_plan
 
+ORPHANED = signal.SIGUSR2  # a supervised driver's parent-death signal: its supervisor (run/supervise) is gone
+SUPERVISOR: list[int] = []  # in a supervised driver: its supervisor's pid (getppid() changes once it is gone)
+
+
+def orphaned_by() -> str:
+    """What interrupted a driver whose supervisor died: only SIGKILL ends it without a word."""
+    pid = SUPERVISOR[0] if SUPERVISOR else "unknown"
+    return (
+        f"the SIGKILL of its supervisor process (servesweep run-point, pid {pid}): it died without passing on "
+        "a signal it could catch"
+    )
+
 
 class Interrupted(BaseException):
+    """``str()``: what interrupted ("SIGTERM"; for the driver's parent-death signal, its killed
+    supervisor: run/supervise)."""
+
     def __init__(self, signum: int):
         self.signum = signum
-        super().__init__(signal.Signals(signum).name)
+        super().__init__(orphaned_by() if signum == ORPHANED else signal.Signals(signum).name)
 
 
-INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR2)
+INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, ORPHANED)
 
 
 def raise_interrupt(signum, _frame):

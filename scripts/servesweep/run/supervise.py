@@ -5,7 +5,7 @@ So ``run-point`` forks: the child drives the point; the parent (already imported
 start) only waits, passes on the signals it receives, and, when the child died of a signal, writes
 ``failure.json`` naming it and the child's last progress line, then ends whatever the child had
 started. If the parent itself is SIGKILLed, the child learns it through its parent-death signal
-(``ORPHANED``): a parent that could catch its signal would have passed it on, so it was SIGKILL.
+(``driver_io.ORPHANED``): a parent that could catch its signal would have passed it on, so it was SIGKILL.
 """
 
 from __future__ import annotations
@@ -23,23 +23,11 @@ import psutil
 from ..contract import paths
 from ..fileio.errors import plain_text
 from .bench import signal_name
-from .driver_io import now
+from .driver_io import ORPHANED, SUPERVISOR, now
 from .spawn import die_with_parent
 
-ORPHANED = signal.SIGUSR2  # the driver's parent-death signal: its supervisor is gone
 PASSED_ON = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 TREE_EVERY_S = 1.0
-_supervisor: list[int] = []  # in the driver: its supervisor's pid (getppid() changes once it is gone)
-
-
-def interrupted_reason(signum: int) -> str:
-    if signum == ORPHANED:
-        pid = _supervisor[0] if _supervisor else "unknown"
-        return (
-            f"the point's supervisor process (servesweep run-point, pid {pid}) was killed by SIGKILL (it died "
-            "without passing on a signal it could catch)"
-        )
-    return f"interrupted by {signal_name(signum)}"
 
 
 def supervised(drive, run_dir: Path) -> int:
@@ -50,7 +38,7 @@ def supervised(drive, run_dir: Path) -> int:
     pid = os.fork()
     if pid == 0:  # the driver
         code = 1
-        _supervisor[:] = [parent]
+        SUPERVISOR[:] = [parent]
         try:
             die_with_parent(ORPHANED)
             if os.getppid() != parent:  # gone before the parent-death signal was armed
@@ -129,7 +117,9 @@ def record_killed(run_dir: Path, pid: int, sig: int) -> None:
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         doc = {"time": now(), "reason": plain_text(reason), "logs": str(run_dir), "signal": signal_name(sig)}
-        (run_dir / paths.FAILURE_FILE).write_text(json.dumps(doc, indent=1) + "\n")
+        tmp = (run_dir / paths.FAILURE_FILE).with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc, indent=1) + "\n")
+        tmp.replace(run_dir / paths.FAILURE_FILE)  # atomic, as driver.record_failure
     except OSError as e:
         print(f"servesweep: could not write {run_dir / paths.FAILURE_FILE}: {e}", file=sys.stderr)
 
