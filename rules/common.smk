@@ -8,6 +8,7 @@ import sys
 
 from servesweep.contract import paths
 from servesweep.fileio.files import private_outputs
+from servesweep.run import stalelock
 from servesweep.workflow import smk
 from servesweep.workflow import writer as sw
 from servesweep.workflow.bill import RUN_BUDGET_GPU_H
@@ -24,6 +25,9 @@ private_outputs()  # this Snakemake process and what it starts write owner-only 
 if workflow.is_main_process and os.path.isdir(".snakemake"):
     if os.stat(".snakemake").st_uid == os.getuid():
         os.chmod(".snakemake", 0o700)
+    stalelock.settle(
+        os.getcwd(), smk.dry_run(workflow)
+    )  # a lock left by a killed snakemake: removed if its owner is provably gone, else the command to run
 check_config_or_exit(config)
 CLUSTER = config.get("cluster", "local")
 if budget_override(config) is not None:

@@ -12,8 +12,10 @@ import os
 import signal
 import socket
 import subprocess
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 import yaml
 
@@ -113,14 +115,26 @@ def test_frontend_never_reaches_expected_workers(fwf, reliability):
     check_clean(fwf, "results/short/c2.json")
 
 
-def _aiperf_running(driver_pid: int):
+def _driver(pid: int):
+    """The process that drives the point: the forked child of ``servesweep run-point`` (run/supervise)."""
+    kids = [k for k in descendants(pid) if k.ppid() == pid]
+    return kids[0] if len(kids) == 1 else None
+
+
+def _aiperf_running(pid: int):
     """aiperf (the driver's newest child) once its own children exist, found by ancestry: aiperf
     renames its processes 1-2 s after start, so its command line cannot be relied on."""
-    kids = [k for k in descendants(driver_pid) if k.ppid() == driver_pid]
+    driver = _driver(pid)
+    kids = [k for k in descendants(driver.pid) if k.ppid() == driver.pid] if driver else []
     if not kids:
         return None
     newest = max(kids, key=lambda k: k.create_time())
     return newest if descendants(newest.pid) else None
+
+
+def _benchmarking(wf: Path, name: str) -> None:
+    """Until aiperf's benchmark (its profiling phase) has started: setup and warm-up come first."""
+    wait_for_text(wf / f"logs/{name}/c2/aiperf.log", "Phase profiling (profiling) started", 60)
 
 
 def _kill_mid_bench(wf: Path, name: str, pick) -> tuple[int, str]:
@@ -128,6 +142,7 @@ def _kill_mid_bench(wf: Path, name: str, pick) -> tuple[int, str]:
     with running_point(wf, name) as p:
         wait_for_text(wf / f"logs/{name}/c2/driver.log", "bench: aiperf")
         wait_until(lambda: _aiperf_running(p.pid), 60, "aiperf and its children")
+        _benchmarking(wf, name)
         victim = wait_until(lambda: pick(p.pid), 30, "the process to kill")
         victim.kill()
         _, err = p.communicate(timeout=90)
@@ -155,7 +170,82 @@ def test_aiperf_crash(fwf, reliability):
     with no_processes_left(fwf):
         rc, err = _kill_mid_bench(fwf, name, _aiperf_running)
     assert rc == 1
-    assert "aiperf exited with code -9" in err
+    reason = failure_reason(fwf, name, 2)
+    assert "client died: aiperf (pid" in reason and "was killed by SIGKILL" in reason, reason
+    assert "foreign" not in err and "foreign" not in reason  # in-flight requests are not someone else's
+    check_clean(fwf, f"results/{name}/c2.json")
+
+
+def _stack_process(pid: int, marker: str):
+    """The process the driver started for ``marker`` (its direct child: the pid a failure names)."""
+    driver = _driver(pid)
+    kids = [k for k in descendants(driver.pid) if k.ppid() == driver.pid] if driver else []
+    return next((k for k in kids if marker in " ".join(k.cmdline())), None)
+
+
+def test_a_stopped_frontend_fails_the_point_at_once_naming_it(fwf, reliability):
+    """SIGSTOP mid-window: the point fails within the watch's bound (run/watch; 4 s here, 10 s by
+    default), not after duration + grace (a 60 s benchmark: the wait below ends long before that),
+    naming the process. A stopped worker: tests/test_warm_stacks.py (registration lapse)."""
+    reliability("faults", "frontend SIGSTOPped mid-benchmark")
+    name = write_recipe(fwf, "stopped-frontend", duration=60)
+    stopped = []
+    try:
+        with no_processes_left(fwf), running_point(fwf, name, env={"SERVESWEEP_STALL_FAIL_S": "4"}) as p:
+            wait_for_text(fwf / f"logs/{name}/c2/driver.log", "bench: aiperf")
+            _benchmarking(fwf, name)
+            proc = wait_until(lambda: _stack_process(p.pid, "dynamo.frontend"), 30, "the frontend")
+            proc.suspend()
+            stopped.append(proc)
+            _, err = p.communicate(timeout=45)  # duration + grace would be 90 s
+    finally:
+        for proc in stopped:  # resumed whatever happened (a stopped process ignores SIGTERM)
+            try:
+                proc.resume()
+            except psutil.NoSuchProcess:
+                pass
+    assert p.returncode == 1, err[-2000:]
+    reason = failure_reason(fwf, name, 2)
+    assert f"frontend (role frontend, index 0, pid {stopped[0].pid}) has served nothing for" in reason, reason
+    assert "mid-benchmark (the bound is 4 s)" in reason and "is stopped" in reason, reason
+    check_clean(fwf, f"results/{name}/c2.json")
+
+
+def test_a_frontend_paused_and_resumed_inside_the_window_marks_the_point_stalled(fwf, reliability):
+    """Stopped 5 s (over the 3 s record bound, under the 10 s failure bound), then resumed: the point
+    completes and its result carries the stall, never a steady figure unmarked."""
+    reliability("faults", "frontend paused and resumed mid-benchmark")
+    name = write_recipe(fwf, "paused-frontend", duration=6)
+    with no_processes_left(fwf), running_point(fwf, name) as p:
+        wait_for_text(fwf / f"logs/{name}/c2/driver.log", "bench: aiperf")
+        _benchmarking(fwf, name)
+        proc = wait_until(lambda: _stack_process(p.pid, "dynamo.frontend"), 30, "the frontend")
+        proc.suspend()
+        try:
+            since = time.monotonic()
+            wait_until(lambda: time.monotonic() - since > 5 and proc.status() == "stopped", 30, "a 5 s pause")
+        finally:
+            proc.resume()
+        _, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err[-2000:]
+    (stall,) = json.loads((fwf / f"results/{name}/c2.json").read_text())["stalls"]
+    assert stall["process"] == "frontend" and stall["seconds"] >= 3 and "is stopped" in stall["seen"], stall
+    assert "stall: frontend served nothing for" in err
+
+
+def test_a_killed_driver_leaves_its_failure_record(fwf, reliability):
+    """SIGKILL the point's driver (``servesweep run-point``, the process snakemake's shell started):
+    the driver it forked writes failure.json naming SIGKILL and tears the stack down."""
+    reliability("faults", "driver SIGKILLed mid-benchmark")
+    name = write_recipe(fwf, "driver-killed", duration=30)
+    record = fwf / f"logs/{name}/c2/failure.json"
+    with no_processes_left(fwf), running_point(fwf, name) as p:
+        wait_for_text(fwf / f"logs/{name}/c2/driver.log", "bench: aiperf")
+        p.kill()
+        wait_until(lambda: record.exists() and "SIGKILL" in record.read_text(), 60, "the failure record")
+    reason = failure_reason(fwf, name, 2)
+    assert f"interrupted by the SIGKILL of its supervisor process (servesweep run-point, pid {p.pid})" in reason
+    assert "teardown:" in (fwf / f"logs/{name}/c2/driver.log").read_text()
     check_clean(fwf, f"results/{name}/c2.json")
 
 
@@ -265,6 +355,31 @@ def test_snakemake_interrupted_and_restarted(fwf, reliability):
     assert r.returncode == 0, r.stdout[-3000:]
     out = r.stdout + r.stderr
     assert "output: results/restart/c3.json" in out and "output: results/restart/c2.json" not in out
+
+
+def test_snakemake_killed_then_a_plain_rerun_works(fwf, reliability):
+    """SIGKILL snakemake itself mid-point: its lock stays behind; the next plain run removes it (its
+    owner is provably gone, run/stalelock), says so, and runs the point."""
+    reliability("faults", "snakemake SIGKILLed + plain rerun")
+    write_recipe(fwf, "sm-killed", duration=3)
+    target = "results/sm-killed/c2.json"
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
+    with no_processes_left(fwf):
+        sm = subprocess.Popen(
+            [str(BIN / "snakemake"), "--profile", "profiles/local", target],
+            cwd=fwf, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True,
+        )  # fmt: skip
+        try:
+            wait_for_text(fwf / "logs/sm-killed/c2/driver.log", "bench: aiperf")
+            sm.kill()
+        finally:
+            sm.wait(timeout=30)
+    assert list((fwf / ".snakemake/locks").glob("*.lock"))  # what Snakemake itself would stop on
+    with no_processes_left(fwf):
+        r = snakemake(fwf, target)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    assert "servesweep: removed Snakemake's lock" in r.stderr and "is gone: it was killed" in r.stderr
+    assert (fwf / target).exists()
 
 
 def test_secrets_never_land_in_outputs_and_shell_strings_stay_verbatim(fwf, reliability):

@@ -202,17 +202,19 @@ def test_without_a_linger_the_next_run_starts_its_own_stack(cwf):
 
 
 def test_a_worker_whose_registration_lapses_ends_the_stack(cwf):
-    """A worker that stands still past the discovery TTL (10 s) is alive but no longer routed to,
-    and Dynamo never registers it again: the keeper sees the frontend's registrations drop, the
-    stack dies with that reason, the curve's later points fail at once; a rerun completes them."""
+    """A worker that stands still (here SIGSTOPped) is alive but serves nothing, and past the discovery
+    TTL (10 s) Dynamo never registers it again: the stack dies naming it, the curve's later points fail
+    at once; a rerun completes them."""
     _write_recipe(cwf, BASE, NAME, conc=(2, 3, 4), duration=30)
     rc, out = _hurt_agg1_during_c3(cwf, [f"results/{NAME}/c3.json", f"results/{NAME}/c4.json"], lambda p: p.suspend())
     assert rc != 0, out[-3000:]
     for c in (3, 4):
         assert not (cwf / f"results/{NAME}/c{c}.json").exists()
         reason = json.loads((cwf / f"logs/{NAME}/c{c}/failure.json").read_text())["reason"]
-        assert "sees registrations {'backend': 1}" in reason and "registration lapsed" in reason, reason
-        assert "while point c3 was running" in reason, reason
+        # the stopped worker is named: by the point's watch (run/watch) or the keeper's, or as the cause
+        # behind the registration its stop let lapse, whichever bound runs out first
+        assert "agg-1 (role agg, index 1, pid" in reason and "is stopped" in reason, reason
+        assert c == 3 or "the stack" in reason and "died" in reason, reason  # c4 fails at once on the dead stack
     with no_processes_left(cwf):
         r = snakemake(cwf, f"results/{NAME}/c3.json", f"results/{NAME}/c4.json", timeout=600)
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]

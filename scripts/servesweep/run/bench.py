@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 from ..contract.plan import REPEAT_COOLDOWN_S, Plan
@@ -120,3 +121,55 @@ def worker_requests(plan: Plan, scrapes: dict) -> dict:
         name: (metrics.total(smp, counter["metric"], **counter["labels"]) if smp else None)
         for name, smp in scrapes.items()
     }
+
+
+def client_died(rc: int | None, pid: int, when: str, tail: str) -> str | None:
+    """Why the client's run is void when aiperf did not exit 0, or None. Checked before any figure
+    or traffic comparison: a dead client's partial export holds requests still in flight, which
+    would read as foreign traffic."""
+    if rc == 0:
+        return None
+    how = f"was killed by {signal_name(-rc)}" if rc is not None and rc < 0 else "failed"
+    return (
+        f"client died: aiperf (pid {pid}) {how} {when} (aiperf exited with code {rc}); "
+        f"no figure of this run is valid\naiperf log tail:\n{tail}"
+    )
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+# aiperf's own log lines that open each phase of its run (aiperf 0.13.0), and how a message names it
+PHASES = (
+    ("Phase warmup (warmup) started", "during aiperf's warm-up, before the benchmark"),
+    ("Phase profiling (profiling) started", "mid-benchmark"),
+    ("Phase profiling (profiling) complete", "after the benchmark, while aiperf wrote its results"),
+)
+SETUP = "during aiperf's setup, before the benchmark"
+
+
+class AiperfPhase:
+    """Where aiperf is in its run, read from its log as it grows: failures name the right phase
+    (aiperf spends seconds on setup and warm-up before the benchmark starts)."""
+
+    def __init__(self, log: Path):
+        self.log, self.offset, self.when = log, 0, SETUP
+
+    def now(self) -> str:
+        try:
+            with open(self.log, "rb") as f:
+                f.seek(self.offset)
+                chunk = f.read()
+        except OSError:
+            return self.when
+        end = chunk.rfind(b"\n") + 1  # whole lines only: a mark split across reads is read next time
+        self.offset += end
+        text = chunk[:end].decode("utf-8", "replace")
+        at, when = max((text.rfind(mark), when) for mark, when in PHASES)
+        if at >= 0:
+            self.when = when
+        return self.when

@@ -23,6 +23,7 @@ import psutil
 from ..contract import paths
 from ..contract.plan import CurveHint, Plan, curve_file, read_curve
 from ..contract.stack_registry import Current
+from .driver_io import point_label
 from .metrics import http_post_json
 from .ready import PointFailed
 from .stack import StackInfo
@@ -171,7 +172,7 @@ class SharedStack:
             self.check("while waiting for its turn")
             time.sleep(0.1)
         self.check("before its benchmark")
-        self.position = self.stack.start_turn(self.plan.point, time.time())
+        self.position = self.stack.start_turn(point_label(self.plan), time.time())  # as its messages name it
         self.linger_s = curve_state(self.plan).linger_s
         self.say(f"stack: point {self.position} on stack {self.dir.name} (started in {self.info.startup_s:.1f} s)")
 

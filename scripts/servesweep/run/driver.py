@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import sys
@@ -20,12 +21,14 @@ from ..contract.plan import PREAMBLE_SCRIPT, Plan, plan_source, stack_reuse_allo
 from ..fileio.errors import plain_text
 from . import bench, credentials, hoststall, log_health, metrics, prefix, repeats, result, server_export, slots, slurm
 from .curve import Invocation, SharedStack, reset_prefix_caches
-from .driver_io import Interrupted, Say, now, private_plan, raise_interrupt
+from .driver_io import ORPHANED, Interrupted, Say, now, point_label, private_plan, raise_interrupt
 from .engine_load import figures as engine_load_figures
 from .preamble import running_versions
-from .ready import PointFailed, registration_drift
+from .ready import PointFailed, registration_drift, tls_for
 from .spawn import LocalSpawner, MissingSecret, die_with_parent, inherited_env, stop_all
 from .stack import Stack
+from .supervise import supervised
+from .watch import StackWatch, targets
 
 
 class ResultNotSaved(Exception):
@@ -98,10 +101,17 @@ def run_point(plan_path: Path, result_path: Path, log_dir: Path | None = None, j
     result_path = _inside_workdir(result_path, "result path")
     run_dir = _inside_workdir(log_dir or default_log_dir(plan), "log dir")
     die_with_parent(signal.SIGTERM)  # if the job shell dies, tear down rather than run on as an orphan
-    old = {s: signal.signal(s, raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    # whatever kills the driver, SIGKILL included, its failure record is written (run/supervise)
+    return supervised(lambda: _drive(plan, Path(plan_path), result_path, run_dir, join), run_dir)
+
+
+def _drive(plan: Plan, plan_path: Path, result_path: Path, run_dir: Path, join) -> int:
+    """The point, attempt after attempt (the supervised side of run_point)."""
+    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, ORPHANED)
+    old = {s: signal.getsignal(s) for s in signals}
     try:
         retries = hoststall.RETRIES
-        while (rc := _attempt(plan, Path(plan_path), result_path, run_dir, join, old, retries)) is None:
+        while (rc := _attempt(plan, plan_path, result_path, run_dir, join, old, retries)) is None:
             retries -= 1  # _attempt asks again only while retries are left
         return rc
     finally:
@@ -111,9 +121,11 @@ def run_point(plan_path: Path, result_path: Path, log_dir: Path | None = None, j
 
 def _attempt(plan: Plan, plan_path: Path, result_path: Path, run_dir: Path, join, handlers: dict, retries: int):
     """One attempt at the point: its exit code, or None to run it again."""
+    for s in handlers:  # each attempt's own: the previous one's teardown put the old handlers back
+        signal.signal(s, raise_interrupt)
     keep_earlier_attempt(run_dir)
     run_dir.mkdir(parents=True)
-    say = Say(f"{plan.recipe} c{plan.concurrency}", run_dir / paths.DRIVER_LOG)
+    say = Say(f"{plan.recipe} {point_label(plan)}", run_dir / paths.DRIVER_LOG)
     stack = open_stack(plan, plan_path, result_path, run_dir, say, join)
     cleanup: list = []
     interrupted = False
@@ -170,6 +182,25 @@ def keep_earlier_attempt(run_dir: Path) -> None:
     while (aside := run_dir.with_name(f"{run_dir.name}.attempt-{n}")).exists():
         n += 1
     run_dir.rename(aside)
+    repoint_failure(aside / paths.FAILURE_FILE, run_dir, aside)
+
+
+def repoint_failure(record: Path, was: Path, now_at: Path) -> None:
+    """A kept attempt's failure record names its files where they are now (``c4.attempt-1/...``),
+    not where they were written (``c4/...``, which the next attempt reuses)."""
+    try:
+        doc = json.loads(record.read_text())
+    except (OSError, ValueError):
+        return
+    if not isinstance(doc, dict):
+        return
+    for form_was, form_now in ((str(was), str(now_at)), (os.path.relpath(was), os.path.relpath(now_at))):
+        old = re.compile(re.escape(form_was) + r"(?![\w.-])")  # c4 and c4/..., never c4.attempt-2
+        for key in ("reason", "logs"):
+            if isinstance(doc.get(key), str):
+                doc[key] = old.sub(form_now, doc[key])
+    doc["moved_from"] = str(was)
+    record.write_text(json.dumps(doc, indent=1) + "\n")
 
 
 def record_failure(run_dir: Path, reason: str) -> None:
@@ -196,6 +227,9 @@ class Measurement:
     run_exports: list  # aiperf's export of each run (one without repeats)
     drift: list  # registration changes seen after the benchmark (gate reasons)
     stall_s: float  # how far the wall clock jumped against the monotonic one (run/hoststall)
+    stalls: list  # stack processes stopped or silent for a while inside the window (run/watch)
+    aiperf_pid: int
+    aiperf_phase: str  # where aiperf was when it ended (bench.AiperfPhase)
 
 
 def _scrape_all(plan: Plan, ctx) -> tuple[dict, dict, dict]:
@@ -227,18 +261,23 @@ def _measure(plan: Plan, stack, run_dir: Path, say, cleanup: list) -> Measuremen
         + (f"{b.duration_s:g} s" if b.duration_s else f"{b.request_count} requests")
         + f" (warm-up {b.warmup or 'none'}), artifacts {art}"
     )
+    sw = _stack_watch(plan, stack, ctx)
+    cleanup.append(sw.stop)
     t_bench, clock = time.monotonic(), hoststall.ClockWatch()
     aiperf = LocalSpawner().start("aiperf", argv, env, run_dir / paths.AIPERF_LOG, Path.cwd())
     cleanup.insert(0, lambda: stop_all([aiperf], grace_s=2))  # aiperf and its children, whatever happens
-    next_note = t_bench + 10
+    next_note, phase = t_bench + 10, bench.AiperfPhase(run_dir / paths.AIPERF_LOG)
     while aiperf.poll() is None:
-        _check(stack, clock)
+        _check(stack, clock, sw, phase.now())
         if time.monotonic() >= next_note:
             say(f"bench: {time.monotonic() - t_bench:.0f} s elapsed")
             next_note += 10
         time.sleep(0.1)
     t_end = time.monotonic()
-    _check(stack, clock)
+    _check(stack, clock, sw, phase.now())
+    stalls = sw.stop()
+    for st in stalls:
+        say(f"stall: {st['process']} served nothing for {st['seconds']} s from {st['start_s']} s in ({st['seen']})")
     stop_all([aiperf], grace_s=2)  # aiperf's own children, if any outlived it
     workers_after, fe_after, smp_after = _scrape_all(plan, ctx)
     scrapes = result.Scrapes(workers_before, workers_after, fe_before, fe_after, smp_before, smp_after)
@@ -247,14 +286,24 @@ def _measure(plan: Plan, stack, run_dir: Path, say, cleanup: list) -> Measuremen
     export = repeats.merged_export(runs)
     drift = registration_drift(plan, ctx)
     m = (export, scrapes, rc, aiperf.log_tail(8), t_bench, t_end, art, caches, engine_urls, runs, drift, clock.look())
-    return Measurement(*m)
+    return Measurement(*m, stalls, aiperf.pid, phase.now())
 
 
-def _check(stack, clock: hoststall.ClockWatch) -> None:
-    """The stack's health mid-benchmark; whatever broke while the host stood still is the host's doing."""
+def _stack_watch(plan: Plan, stack, ctx) -> StackWatch:
+    """Every stack process watched for a stop or a silence through the window (run/watch)."""
+    watched = targets(plan, stack.info.local_pids(), ctx.url)
+    urls = {w.name: w.health_url for w in watched if w.health_url}
+    return StackWatch(watched, tls_for(ctx, urls))
+
+
+def _check(stack, clock: hoststall.ClockWatch, sw: StackWatch, when: str) -> None:
+    """The stack's health while aiperf runs (``when``: its phase); whatever broke while the host stood
+    still is the host's doing."""
     try:
-        stack.check("mid-benchmark")
+        sw.look(when)
+        stack.check(when)
     except PointFailed as e:
+        e = sw.explain(e)
         raise hoststall.verdict(clock.look(), [str(e)]) or e from None
 
 
@@ -265,6 +314,10 @@ def _conclude(plan: Plan, stack, m: Measurement, result_path: Path, run_dir: Pat
     stalled = hoststall.verdict(m.stall_s, m.drift)
     if stalled:
         raise stalled
+    when = f"{m.aiperf_phase} ({m.t_end - m.t_bench:.0f} s in)"
+    died = bench.client_died(m.aiperf_rc, m.aiperf_pid, when, m.aiperf_tail)
+    if died:  # before any figure: a dead client's partial export would read as foreign traffic
+        raise PointFailed(died)
     records = repeats.request_records(m.artifacts)
     figs, why = result.figures(plan, m.export, m.scrapes, bench.request_outcomes(records))
     exported = server_export.read(m.artifacts)
@@ -293,7 +346,7 @@ def _conclude(plan: Plan, stack, m: Measurement, result_path: Path, run_dir: Pat
         _versions(plan, info.run_dir), timings, os.path.relpath(m.artifacts), stack_doc,
     )  # fmt: skip
     health = log_health.scan(plan, Path(info.run_dir))  # the stack's process logs, beside the figures
-    doc = result.document(plan, figs, why, m.export, facts) | {"source": source, "logs": health}
+    doc = result.document(plan, figs, why, m.export, facts) | {"source": source, "logs": health, "stalls": m.stalls}
     _write_or_keep(doc, result_path, run_dir, m.artifacts)
     try:  # the result is written: nothing after this may fail the point
         (run_dir / paths.FAILURE_FILE).unlink(missing_ok=True)

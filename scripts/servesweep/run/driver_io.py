@@ -9,15 +9,45 @@ from pathlib import Path
 
 from ..contract.plan import Plan, PlanError, load_plan
 
+ORPHANED = signal.SIGUSR2  # a supervised driver's parent-death signal: its supervisor (run/supervise) is gone
+SUPERVISOR: list[int] = []  # in a supervised driver: its supervisor's pid (getppid() changes once it is gone)
+
+
+def orphaned_by() -> str:
+    """What interrupted a driver whose supervisor died: only SIGKILL ends it without a word."""
+    pid = SUPERVISOR[0] if SUPERVISOR else "unknown"
+    return (
+        f"the SIGKILL of its supervisor process (servesweep run-point, pid {pid}): it died without passing on "
+        "a signal it could catch"
+    )
+
 
 class Interrupted(BaseException):
+    """``str()``: what interrupted ("SIGTERM"; for the driver's parent-death signal, its killed
+    supervisor: run/supervise)."""
+
     def __init__(self, signum: int):
         self.signum = signum
-        super().__init__(signal.Signals(signum).name)
+        super().__init__(orphaned_by() if signum == ORPHANED else signal.Signals(signum).name)
+
+
+INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, ORPHANED)
 
 
 def raise_interrupt(signum, _frame):
+    """Once: a second signal (Ctrl-C reaches a whole process group, and a supervisor passes its
+    own on) must not cut short the teardown and the failure record of the first."""
+    for s in INTERRUPTS:
+        signal.signal(s, signal.SIG_IGN)
     raise Interrupted(signum)
+
+
+def point_label(plan: Plan) -> str:
+    """A point as its result and logs are named (``c<point>``); a rehearsal that runs a capped
+    concurrency says which one it ran."""
+    if plan.point == plan.concurrency:
+        return f"c{plan.point}"
+    return f"c{plan.point} (rehearsed at c{plan.concurrency})"
 
 
 def now() -> str:

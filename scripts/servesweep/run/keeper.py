@@ -21,6 +21,7 @@ from .spawn import MissingSecret
 from .stack import Stack
 from .stackdir import ProtocolError, Registry, StackDir, State, alive, keeper_decision
 
+WHEN = "mid-curve"  # the phase the keeper's checks name
 STARTUP_FAILURES = (PointFailed, MissingSecret, PortsBusy, AllocationError, PreflightFailed, ControlPlaneAuthError)
 
 
@@ -52,9 +53,9 @@ def keep_stack(plan_path: Path, stack_dir: Path, stack_id: str, watch: int, expe
         return 0
     except STARTUP_FAILURES as e:
         running = sdir.running_point()
-        where = f" while point c{running} was running" if running else ""
-        sdir.fail(f"{e}{where}")
-        say(f"FAILED: {e}{where}")
+        msg = _with_point(str(e), running)
+        sdir.fail(msg)
+        say(f"FAILED: {msg}")
         return 1
     except Interrupted as e:
         sdir.fail(f"stack keeper interrupted by {e}")
@@ -67,6 +68,18 @@ def keep_stack(plan_path: Path, stack_dir: Path, stack_id: str, watch: int, expe
             signal.signal(s, signal.SIG_IGN)
         stack.stop()
         claim.close()
+
+
+def _with_point(msg: str, running) -> str:
+    """The running point named where the phase is (``mid-curve``), else at the end of the first line:
+    never after a log tail. ``running``: a point's label, or a number (a point of an older driver)."""
+    if not running:
+        return msg
+    where = f" while point {running if isinstance(running, str) else f'c{running}'} was running"
+    if WHEN in msg:
+        return msg.replace(WHEN, WHEN + where, 1)
+    head, nl, tail = msg.partition("\n")
+    return f"{head}{where}{nl}{tail}"
 
 
 class Owner:
@@ -112,7 +125,7 @@ def _watch(stack: Stack, sdir: StackDir, watch: int, expect: int) -> str:
     last_busy = time.monotonic()
     owner = Owner(sdir, watch, expect)
     while True:
-        stack.check("mid-curve")
+        stack.check(WHEN)
         registry = Registry(sdir.path.parent).lock()
         try:
             registry.acquire()

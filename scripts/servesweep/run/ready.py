@@ -10,6 +10,7 @@ A process that exits meanwhile fails at once.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import time
 from dataclasses import dataclass, field
@@ -22,6 +23,11 @@ from .spawn import Context, Handle
 
 class PointFailed(Exception):
     """A point cannot produce a valid result; the message says why."""
+
+
+# a stack process stopped, or silent on its health endpoint, this long fails the point (run/watch) and the
+# stack (RegistrationWatch): seconds, not the benchmark's duration + grace
+STALL_FAIL_S = float(os.environ.get("SERVESWEEP_STALL_FAIL_S", "10"))
 
 
 def exited_message(h: Handle, rc: int, when: str) -> str:
@@ -48,7 +54,7 @@ def _health_ok(status: int, body: str) -> bool:
     return str(doc.get("status", "")).lower() in ("ready", "healthy", "ok")
 
 
-def _healthy(url: str, tls) -> bool:
+def healthy(url: str, tls) -> bool:
     """A process's /health (etcd's over the stack's TLS), or NATS's INFO greeting on its client port."""
     if not url.startswith("nats://"):
         return _health_ok(*http_get(url, timeout=1.0, tls=tls))
@@ -60,7 +66,7 @@ def _healthy(url: str, tls) -> bool:
         return False
 
 
-def _tls_for(ctx: Context, urls: dict[str, str]):
+def tls_for(ctx: Context, urls: dict[str, str]):
     return client_context(ctx.run_dir) if any(u.startswith("https:") for u in urls.values()) else None
 
 
@@ -96,12 +102,12 @@ class Readiness:
 def wait_healthy(names: list[str], ctx: Context, handles: list[Handle], deadline: float, say=print) -> dict:
     """Wait until each named process's /health is ready; {name: monotonic time}."""
     urls = {n: ctx.url(ctx.processes[n].health_url, n) for n in names if ctx.processes[n].health_url}
-    tls = _tls_for(ctx, urls)
+    tls = tls_for(ctx, urls)
     healthy: dict[str, float] = {}
     while True:
         check_alive(handles, "during startup")
         for name, url in urls.items():
-            if name not in healthy and _healthy(url, tls):
+            if name not in healthy and healthy(url, tls):
                 healthy[name] = time.monotonic()
         if len(healthy) == len(urls):
             return healthy
@@ -136,12 +142,13 @@ class RegistrationWatch:
     """A ready stack keeps exactly the plan's registrations. A worker whose discovery keep-alive
     lapsed (a stuck process, a host that stood still) is alive yet no longer routed to, and Dynamo
     does not register it again: the stack is broken. Two differing looks a second apart, so a
-    frontend busy for one look is not a drift."""
+    frontend busy for one look is not a drift. A frontend that does not answer is no evidence of
+    anything: its earlier look stands, and one silent for ``STALL_FAIL_S`` fails the stack."""
 
     EVERY_S = 1.0
 
     def __init__(self, plan: Plan):
-        self.plan, self.next_at, self.differs = plan, 0.0, {}
+        self.plan, self.next_at, self.differs, self.silent = plan, 0.0, {}, {}
 
     def look(self, ctx: Context, when: str) -> None:
         if not self.plan.frontends or time.monotonic() < self.next_at:
@@ -149,7 +156,11 @@ class RegistrationWatch:
         self.next_at = time.monotonic() + self.EVERY_S
         for fe in self.plan.frontends:
             seen = _seen_by(self.plan, ctx, fe)
-            if seen is None or seen == self.plan.expect_registrations:
+            if seen is None:
+                self._silent(fe, when)
+                continue
+            self.silent.pop(fe, None)
+            if seen == self.plan.expect_registrations:
                 self.differs.pop(fe, None)
                 continue
             if fe in self.differs:
@@ -159,14 +170,25 @@ class RegistrationWatch:
                 )
             self.differs[fe] = seen
 
+    def _silent(self, fe: str, when: str) -> None:
+        since = self.silent.setdefault(fe, time.monotonic())
+        if time.monotonic() - since >= STALL_FAIL_S:
+            raise PointFailed(
+                f"{fe} has not answered /health for {time.monotonic() - since:.0f} s {when}: a stopped or "
+                "hung frontend, its registrations unknown"
+            )
+
 
 def registration_drift(plan: Plan, ctx: Context) -> list[str]:
     """After a benchmark: every frontend must still see exactly the plan's registrations; a foreign
-    worker that joined (or one of ours that left) invalidates the point."""
+    worker that joined (or one of ours that left) invalidates the point, and so does a frontend that
+    does not answer (its registrations are unknown, never taken as unchanged)."""
     out = []
     for fe in plan.frontends:
         seen = _seen_by(plan, ctx, fe)
-        if seen != plan.expect_registrations:
+        if seen is None:
+            out.append(f"{fe} did not answer /health within 2 s at the end of the run: a stopped or hung frontend")
+        elif seen != plan.expect_registrations:
             out.append(
                 f"{fe} saw registrations {seen} at the end of the run, the plan has {plan.expect_registrations}: "
                 "a foreign or missing worker during the benchmark"
@@ -179,7 +201,7 @@ def wait_ready(plan: Plan, ctx: Context, handles: list[Handle], timeout_s: float
     client = ctx.resolve(plan.client_url, "")
     expect = plan.expect_registrations
     checks = {p.name: ctx.url(p.health_url, p.name) for p in plan.processes if p.health_url}
-    tls = _tls_for(ctx, checks)
+    tls = tls_for(ctx, checks)
     r = Readiness(time.monotonic())
     deadline = r.started + timeout_s
     delay, last_msg, seen, listed = 0.02, "", {}, False
@@ -187,7 +209,7 @@ def wait_ready(plan: Plan, ctx: Context, handles: list[Handle], timeout_s: float
         check_alive(handles, "during startup")
         now = time.monotonic()
         for name, url in checks.items():
-            if name not in r.healthy_at and _healthy(url, tls):
+            if name not in r.healthy_at and healthy(url, tls):
                 r.healthy_at[name] = time.monotonic()
         if all(fe in r.healthy_at for fe in plan.frontends):
             seen = _frontend_registrations(plan, ctx)

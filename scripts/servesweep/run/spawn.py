@@ -280,6 +280,9 @@ def stop_all(handles: list[Handle], grace_s: float = 5.0) -> list[str]:
         _signal_group(h.pid, signal.SIGTERM)
         for p in trees[h.name][1:]:
             _signal_proc(p, signal.SIGTERM)
+        _signal_group(h.pid, signal.SIGCONT)  # a stopped process acts on its SIGTERM only once resumed
+        for p in trees[h.name][1:]:
+            _signal_proc(p, signal.SIGCONT)
     deadline = time.monotonic() + grace_s
     procs = [p for t in trees.values() for p in t]
     while time.monotonic() < deadline:

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..checks import preflight
 from ..contract import paths
 from ..contract.plan import CONTROL_ROLES, Plan
 from . import balancer, credentials, preamble, slots, slurm
-from .ready import Readiness, RegistrationWatch, check_alive, wait_healthy, wait_ready
+from .ready import PointFailed, Readiness, RegistrationWatch, check_alive, wait_healthy, wait_ready
 from .spawn import Context, Handle, LocalSpawner, SrunSpawner, stop_all
+from .watch import StackWatch, targets
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,12 @@ class StackInfo:
     startup_s: float  # spawn to ready (smoke token)
     spawn_s: float
     last_health_to_ready_s: float
+    pids: dict = field(default_factory=dict)  # process -> pid (its launcher's under srun), on pid_host
+    pid_host: str = ""
+
+    def local_pids(self) -> dict:
+        """The pids, when this is the host that started them (a pid means nothing on another)."""
+        return self.pids if self.pid_host == socket.gethostname() else {}
 
     def context(self, plan: Plan) -> Context:
         procs = {p.name: p for p in plan.processes}
@@ -48,6 +56,7 @@ class Stack:
         self.ctx: Context | None = None
         self.readiness: Readiness | None = None
         self.registrations = RegistrationWatch(plan)
+        self.stopped: StackWatch | None = None  # process states once ready (health: the point's watch)
         self.timings: dict[str, float] = {}
 
     def start(self) -> None:
@@ -83,6 +92,8 @@ class Stack:
                 self._spawn(spawner, p)
         self.timings["spawn"] = time.monotonic() - t0
         self.readiness = wait_ready(plan, self.ctx, self.handles, max(deadline - time.monotonic(), 0), self.say)
+        pids = {h.name: h.pid for h in self.handles} if spawner.kind == "local" else {}  # srun's state is not theirs
+        self.stopped = StackWatch(targets(plan, pids, lambda template, name: None))
 
     def _make_credentials(self) -> None:
         """The stack's own control-plane credentials (0600 files in the run dir, nowhere else)."""
@@ -120,11 +131,16 @@ class Stack:
         self.handles.append(spawner.start(p.name, argv, env, paths.process_log(self.run_dir, p.name), Path.cwd()))
 
     def check(self, when: str) -> None:
-        """Raise PointFailed if any process of the stack has exited or, once ready, a frontend no
-        longer sees the plan's registrations."""
+        """Raise PointFailed if any process of the stack has exited or, once ready, has been stopped
+        too long (run/watch) or a frontend no longer sees the plan's registrations."""
         check_alive(self.handles, when)
-        if self.readiness is not None and self.readiness.smoke_at is not None:
+        if self.stopped is None:
+            return
+        self.stopped.look(when)
+        try:
             self.registrations.look(self.ctx, when)
+        except PointFailed as e:
+            raise self.stopped.explain(e) from None
 
     def info(self, stack_id: str) -> StackInfo:
         r, c = self.readiness, self.ctx
@@ -132,6 +148,7 @@ class Stack:
             stack_id, c.job_id, c.node_addrs, c.node_names, c.port_shift, str(c.run_dir),
             round(r.smoke_at - r.started + self.timings["spawn"], 3), round(self.timings["spawn"], 3),
             round(r.smoke_at - max(r.healthy_at.values(), default=r.smoke_at), 3),
+            {h.name: h.pid for h in self.handles}, socket.gethostname(),
         )  # fmt: skip
 
     def stop(self) -> None:
