@@ -9,6 +9,7 @@ PLAN_RESOURCES = KIT.plan_resources()
 checkpoint point:
     input:
         plan=KIT.point_plan(),  # written before the DAG is built, or by a probe's job
+        damaged=KIT.damaged_result(),  # a dry run's: the result is damaged, the run remeasures it
     output:
         result=KIT.point_result(),
     log:
@@ -35,6 +36,7 @@ if HELD:
     checkpoint held_point:
         input:
             plan=KIT.point_plan(),
+            damaged=KIT.damaged_result(),
         output:
             result=KIT.point_result(),
         log:

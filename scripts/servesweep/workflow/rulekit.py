@@ -100,6 +100,15 @@ class RuleKit:
 
         return plan
 
+    def damaged_result(self):
+        """In a dry run, the marker of a point whose result is damaged (newer than it): listed as to be remeasured."""
+
+        @wildcards_only
+        def marker(wildcards):
+            return getattr(self.sel, "damaged", lambda recipe, conc: [])(wildcards.recipe, int(wildcards.conc))
+
+        return marker
+
     def recipe_source(self, wildcards) -> str:
         return self.sel.recipe_source(wildcards.recipe)
 

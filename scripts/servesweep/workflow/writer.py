@@ -20,6 +20,7 @@ from ..contract.paths import (
     bill_file,
     capacity_file,
     capacity_settings_file,
+    damaged_marker,
     eval_settings_file,
     missing_file,
     plan_file,
@@ -50,6 +51,7 @@ class Workflow:
         self._unwritten_curves: set = set()
         self._written: set = set()  # (recipe, conc, rehearsal) whose plan this run has written
         self.beat: heartbeat.Beat | None = None
+        self._damaged: dict[str, set] = {}  # recipe -> its damaged results' marker names
 
     # what the rules read (the selection's answers)
     @property
@@ -159,7 +161,7 @@ class Workflow:
             def source(name=name, curve=curve) -> str:
                 r = self.sel.recipes[name]
                 own = self.sel.index.own_cluster(r) if rehearsal else self.sel.cluster
-                return canonical(why.source_doc(r, own, rehearsal, curve))
+                return canonical(why.source_doc(r, own, rehearsal, curve, self.sel.index.data(name, rehearsal)))
 
             self._write_made(self.sel.root / source_file(name, rehearsal), made_from, source)
 
@@ -177,6 +179,18 @@ class Workflow:
 
     def plan_path(self, recipe: str, conc: int) -> str:
         return self.sel.index.plan_path(recipe, conc)
+
+    def damaged(self, recipe: str, conc: int) -> list[str]:
+        """The dry run's marker of the point's damaged result (why.quarantine), an input of its rule
+        so `snakemake -n` lists it; none in a real run (the result was moved aside)."""
+        if recipe not in self._damaged:
+            try:
+                names = os.listdir(self.sel.root / damaged_marker(recipe, 1).rsplit("/", 1)[0])
+            except OSError:
+                names = []
+            self._damaged[recipe] = {n for n in names if n.endswith(".damaged")}
+        marker = damaged_marker(recipe, conc)
+        return [marker] if marker.rsplit("/", 1)[1] in self._damaged[recipe] else []
 
     def recipe_source(self, recipe: str) -> str:
         return self.sel.recipes[recipe].source
