@@ -18,7 +18,20 @@ from ..contract import paths
 from ..contract.heartbeat import Watch
 from ..contract.plan import PREAMBLE_SCRIPT, Plan, plan_source, stack_reuse_allowed
 from ..fileio.errors import plain_text
-from . import bench, credentials, hoststall, log_health, metrics, prefix, repeats, result, server_export, slots, slurm
+from . import (
+    bench,
+    credentials,
+    hoststall,
+    log_health,
+    metrics,
+    prefix,
+    repeats,
+    result,
+    server_export,
+    slots,
+    slurm,
+    window,
+)
 from .curve import Invocation, SharedStack, reset_prefix_caches
 from .driver_io import Interrupted, Say, now, private_plan, raise_interrupt
 from .preamble import running_versions
@@ -211,7 +224,7 @@ def _measure(plan: Plan, stack, run_dir: Path, say, cleanup: list) -> Measuremen
     workers_before, fe_before, smp_before = _scrape_all(plan, ctx)
     art = run_dir / "aiperf"
     engine_urls = {ctx.url(p.metrics_url, p.name): p.name for p in _serving(plan)}
-    argv = bench.aiperf_argv(plan, ctx, art, list(engine_urls))
+    argv = bench.aiperf_argv(plan, ctx, art, [*engine_urls, *window.frontend_urls(plan, ctx)])
     short_tmp = Path(tempfile.mkdtemp(prefix="servesweep-"))
     cleanup.append(lambda: shutil.rmtree(short_tmp, ignore_errors=True))
     env = bench.aiperf_env(plan, run_dir, short_tmp, inherited_env(os.environ))  # the allowlist: no credential
@@ -262,6 +275,8 @@ def _conclude(plan: Plan, stack, m: Measurement, result_path: Path, run_dir: Pat
     records = repeats.request_records(m.artifacts)
     figs, why = result.figures(plan, m.export, m.scrapes, bench.request_outcomes(records))
     exported = server_export.read(m.artifacts)
+    urls = {**m.engine_urls, **window.frontend_urls(plan, stack.info.context(plan))}
+    counting = window.apply(plan, exported, urls, figs, why)  # the profiling window only, whatever the warm-up
     figs["batch_by_role"], figs["preemptions"] = server_export.batch_figures(plan, exported, m.engine_urls, why)
     figs["spec_decode"] = server_export.spec_decode_figures(plan, exported, m.engine_urls, why)
     figs["repeats"] = repeats.figures(m.artifacts, m.run_exports, plan.gpus_total)
@@ -287,6 +302,7 @@ def _conclude(plan: Plan, stack, m: Measurement, result_path: Path, run_dir: Pat
     )  # fmt: skip
     health = log_health.scan(plan, Path(info.run_dir))  # the stack's process logs, beside the figures
     doc = result.document(plan, figs, why, m.export, facts) | {"source": source, "logs": health}
+    doc["counting"] |= counting
     _write_or_keep(doc, result_path, run_dir, m.artifacts)
     try:  # the result is written: nothing after this may fail the point
         (run_dir / paths.FAILURE_FILE).unlink(missing_ok=True)

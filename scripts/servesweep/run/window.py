@@ -1,0 +1,120 @@
+"""Server-side figures over the profiling window only, whatever warm-up the scenario ran (requests,
+a duration, an agentic cache warm-up): aiperf's server-metrics export aggregates its ``metrics``
+over the profiling phase alone (the warm-up's are apart, in ``warmup_metrics``), each counter as its
+delta and each histogram as its count, sum and buckets over the window. The driver's own scrapes
+before and after aiperf bracket the warm-up too: a figure this module cannot take from the window
+keeps theirs, and the result's ``counting`` note says which is which. A client-minus-server TTFT gap
+is given only when both cover the same requests: never from a server TTFT that includes warm-up.
+"""
+
+from __future__ import annotations
+
+from ..contract.plan import Plan
+from . import metrics
+
+WINDOW = "aiperf's server-metrics export over the profiling window only (warm-up excluded)"
+
+
+def _by_process(doc: dict, metric: str, urls: dict[str, str], labels: dict | None = None) -> dict[str, list]:
+    """Process -> the stats (and buckets) of every series of ``metric`` it exported, label-filtered."""
+    out: dict[str, list] = {}
+    for s in ((doc.get("metrics") or {}).get(metric) or {}).get("series", []):
+        name = urls.get(s.get("endpoint_url", ""))
+        mine = all((s.get("labels") or {}).get(k) == v for k, v in (labels or {}).items())
+        if name is not None and mine and isinstance(s.get("stats"), dict):
+            out.setdefault(name, []).append(s)
+    return out
+
+
+def _totals(doc: dict, metric: str, urls: dict[str, str], names, labels: dict | None = None) -> dict | None:
+    """Each named process's counter delta over the window; None unless every one exported it."""
+    series = _by_process(doc, metric, urls, labels)
+    if not names or any(n not in series for n in names):
+        return None
+    return {n: sum(s["stats"].get("total") or 0.0 for s in series[n]) for n in names}
+
+
+def _ttft(doc: dict, histogram: str, urls: dict[str, str], names) -> dict | None:
+    """Mean, p50 and p95 of the server's TTFT histogram over the window, every named process together."""
+    series = _by_process(doc, histogram, urls)
+    if not names or any(n not in series for n in names):
+        return None
+    total = count = 0.0
+    buckets: dict[float, float] = {}
+    for n in names:
+        for s in series[n]:
+            total += s["stats"].get("sum") or 0.0
+            count += s["stats"].get("count") or 0
+            for le, c in (s.get("buckets") or {}).items():
+                buckets[float(le)] = buckets.get(float(le), 0.0) + c
+    if not count:
+        return None
+    return {
+        "mean": total / count,
+        "p50": metrics.histogram_quantile({}, buckets, 0.50) if buckets else None,
+        "p95": metrics.histogram_quantile({}, buckets, 0.95) if buckets else None,
+    }
+
+
+def apply(plan: Plan, doc: dict | None, urls: dict[str, str], figs: dict, why: dict) -> dict[str, str]:
+    """Replace the scraped figures with the window's where aiperf's export has them; the ``counting``
+    notes of what each server-side figure covers. ``urls``: metrics URL -> process (engines and frontends)."""
+    doc, notes, warm = doc or {}, {}, bool(plan.benchmark.warmup)
+    scraped = "the driver's scrapes before and after aiperf" + (": warm-up included" if warm else " (no warm-up)")
+    serving = [p.name for p in plan.processes if p.is_engine and not p.headless]
+    counter = plan.server_metrics["worker_requests"]
+    per_worker = _totals(doc, counter["metric"], urls, serving, counter["labels"])
+    if per_worker is not None:
+        figs["requests_per_worker"] = {n: int(v) for n, v in per_worker.items()}
+    notes["requests_per_worker"] = f"{counter['metric']} per serving engine, {WINDOW if per_worker else scraped}"
+    per_front = _totals(doc, "dynamo_frontend_requests_total", urls, list(plan.frontends))
+    if per_front is not None:
+        figs["requests_per_frontend"] = {n: int(v) for n, v in per_front.items()}
+    if plan.frontends:
+        notes["requests_per_frontend"] = f"dynamo_frontend_requests_total, {WINDOW if per_front else scraped}"
+    _window_ttft(plan, doc, urls, figs, why, notes, scraped)
+    _window_cache(plan, doc, urls, figs, notes, scraped)
+    return notes
+
+
+def _window_ttft(plan: Plan, doc: dict, urls: dict, figs: dict, why: dict, notes: dict, scraped: str) -> None:
+    ttft = plan.server_metrics["ttft"]
+    names = list(plan.frontends) if ttft["source"] == "frontends" else [
+        p.name for p in plan.processes if p.is_engine and not p.headless]  # fmt: skip
+    server = _ttft(doc, ttft["histogram"], urls, names)
+    if server is not None:
+        figs["server_ttft_s"] = server
+    notes["server_ttft_s"] = f"{ttft['histogram']} of the {ttft['source']}, {WINDOW if server else scraped}"
+    client, mean = figs.get("client_ttft_mean_s"), figs["server_ttft_s"]["mean"]
+    if server is None and plan.benchmark.warmup:  # a server TTFT over warm-up and benchmark: no gap
+        figs["ttft_gap_s"] = None
+        why["ttft_gap_s"] = "the server TTFT could be taken only with the warm-up included: not comparable"
+    elif client is not None and mean is not None:
+        figs["ttft_gap_s"] = client - mean
+        why.pop("ttft_gap_s", None)
+
+
+def _window_cache(plan: Plan, doc: dict, urls: dict, figs: dict, notes: dict, scraped: str) -> None:
+    cache = plan.server_metrics["prefix_cache"]
+    disagg = plan.topology["kind"] == "disaggregated" and "prefill_prefix_cache" in plan.server_metrics
+    if disagg:
+        cache, names = (
+            plan.server_metrics["prefill_prefix_cache"],
+            [p.name for p in plan.processes if p.role == "prefill"],
+        )
+    elif cache:
+        names = list(plan.frontends) if cache["source"] == "frontends" else [
+            p.name for p in plan.processes if p.is_engine and not p.headless]  # fmt: skip
+    if not cache:
+        return
+    hits, queries = (_totals(doc, cache[k], urls, names) for k in ("hits", "queries"))
+    if hits is not None and queries is not None and sum(queries.values()):
+        figs["cache_read_share"] = sum(hits.values()) / sum(queries.values())
+        notes["cache_read_share"] = f"{cache['hits']} / {cache['queries']}, {WINDOW}"
+    elif figs.get("cache_read_share") is not None:
+        notes["cache_read_share"] = f"{cache['hits']} / {cache['queries']}, {scraped}"
+
+
+def frontend_urls(plan: Plan, ctx) -> dict[str, str]:
+    """Metrics URL -> frontend: aiperf scrapes them with the engines, so their counters have a window too."""
+    return {ctx.url(plan.process(f).metrics_url, f): f for f in plan.frontends if plan.process(f).metrics_url}

@@ -1,0 +1,85 @@
+"""Server-side figures over the profiling window only (run/window) and the batch from the engines'
+own counters (run/server_export), on fixture exports in aiperf 0.13's server_metrics_export.json shape."""
+
+from __future__ import annotations
+
+from servesweep.contract.plan import Plan
+from servesweep.run import server_export, window
+
+from helpers import plan_of
+
+
+def _series(url: str, stats: dict, labels: dict | None = None, buckets: dict | None = None) -> dict:
+    return {"endpoint_url": url, "labels": labels or {}, "stats": stats, **({"buckets": buckets} if buckets else {})}
+
+
+def test_agentic_warm_up_is_excluded_from_per_worker_counts_and_server_ttft():
+    """An AgentX rehearsal (agentic cache warm-up): the scrapes around aiperf count 1 282 requests and a
+    server TTFT above the client's (warm-up included); the window's figures count the 154 profiled."""
+    plan = Plan.from_json(plan_of("dsv4-pro-gb300-1p1d-pdep8-ddep8-mtp", rehearsal=True))
+    assert plan.benchmark.warmup.get("agentic_cache_s")
+    engines = [p.name for p in plan.processes if p.is_engine and not p.headless]
+    urls = {f"http://n/{n}": n for n in [*engines, *plan.frontends]}
+    counter, ttft = plan.server_metrics["worker_requests"], plan.server_metrics["ttft"]
+    assert ttft["source"] == "frontends"
+    fe = f"http://n/{plan.frontends[0]}"
+    doc = {
+        "metrics": {
+            counter["metric"]: {
+                "series": [_series(f"http://n/{n}", {"total": 77.0}, counter["labels"]) for n in engines]
+                + [_series(f"http://n/{engines[0]}", {"total": 999.0}, {"other": "x"})]  # another label: not counted
+            },
+            "dynamo_frontend_requests_total": {"series": [_series(fe, {"total": 154.0})]},
+            ttft["histogram"]: {
+                "series": [_series(fe, {"count": 154, "sum": 154 * 0.25}, buckets={"0.1": 10, "0.5": 154, "+Inf": 154})]
+            },
+        }
+    }
+    figs = {
+        "requests_per_worker": {n: 1282 // len(engines) for n in engines},  # the scrapes: warm-up included
+        "requests_per_frontend": {plan.frontends[0]: 1282},
+        "server_ttft_s": {"mean": 0.54, "p50": 0.5, "p95": 0.9},
+        "client_ttft_mean_s": 0.364,
+        "ttft_gap_s": 0.364 - 0.54,
+        "cache_read_share": None,
+    }
+    why: dict = {}
+    notes = window.apply(plan, doc, urls, figs, why)
+    assert figs["requests_per_worker"] == {n: 77 for n in engines}  # each engine's own window counter
+    assert figs["requests_per_frontend"] == {plan.frontends[0]: 154}
+    assert figs["server_ttft_s"]["mean"] == 0.25 and 0.1 < figs["server_ttft_s"]["p50"] <= 0.5
+    assert abs(figs["ttft_gap_s"] - (0.364 - 0.25)) < 1e-9 and figs["ttft_gap_s"] > 0
+    assert "warm-up excluded" in notes["requests_per_worker"] and "warm-up excluded" in notes["server_ttft_s"]
+    # without the window's series the scraped TTFT stays, but no gap is drawn from it
+    figs["server_ttft_s"], figs["ttft_gap_s"] = {"mean": 0.54, "p50": 0.5, "p95": 0.9}, 0.364 - 0.54
+    notes = window.apply(plan, {"metrics": {}}, urls, figs, why)
+    assert figs["ttft_gap_s"] is None and "warm-up included" in why["ttft_gap_s"] + notes["server_ttft_s"]
+    assert "warm-up included" in notes["requests_per_worker"]
+
+
+def test_batch_comes_from_the_engines_busy_time_counters_with_their_sample_count():
+    """Little's law: 2 engines busy 0.56 and 0.44 request-seconds per second -> mean batch 0.5,
+    over the 70 requests they counted; the gauge (mean 0.125) gives only the p99."""
+    plan = Plan.from_json(plan_of("local-agg-2x-vllm-cpu"))
+    engines = [p.name for p in plan.processes if p.is_engine and not p.headless]
+    assert len(engines) == 2
+    urls = {f"http://n/{n}": n for n in engines}
+    gauge = plan.server_metrics["batch"]["running"]
+    busy = [{"count": 40, "sum": 11.2, "sum_rate": 0.56}, {"count": 30, "sum": 8.8, "sum_rate": 0.44}]
+    doc = {
+        "metrics": {
+            server_export.BUSY_HISTOGRAM: {"series": [_series(u, s) for u, s in zip(urls, busy, strict=True)]},
+            gauge: {"series": [_series(u, {"avg": 0.125, "p99": 2.0}) for u in urls]},
+        }
+    }
+    why: dict = {}
+    batch, _ = server_export.batch_figures(plan, doc, urls, why)
+    assert batch == {"agg": {"mean": 0.5, "p99": 2.0, "source": "counters", "samples": 70}}
+    # only the gauge, read 16 times over the window: no figure, and the reason says how often
+    del doc["metrics"][server_export.BUSY_HISTOGRAM]
+    doc["summaries"] = [{"endpoint_info": {u: {"total_fetches": 16} for u in urls}}]
+    batch, _ = server_export.batch_figures(plan, doc, urls, why)
+    assert (
+        batch is None
+        and f"read 16 time(s) over the window, fewer than {server_export.MIN_GAUGE_SAMPLES}" in why["batch_by_role"]
+    )
