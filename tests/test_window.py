@@ -3,6 +3,8 @@ own counters (run/server_export), on fixture exports in aiperf 0.13's server_met
 
 from __future__ import annotations
 
+import json
+
 from servesweep.contract.plan import Plan
 from servesweep.run import server_export, window
 
@@ -83,3 +85,47 @@ def test_batch_comes_from_the_engines_busy_time_counters_with_their_sample_count
         batch is None
         and f"read 16 time(s) over the window, fewer than {server_export.MIN_GAUGE_SAMPLES}" in why["batch_by_role"]
     )
+
+
+def _record(session: str, turn: int, t: int) -> dict:
+    return {"metadata": {"conversation_id": session, "turn_index": turn, "request_start_ns": t}}
+
+
+def test_the_warm_cache_theoretical_hit_of_a_two_point_stack_equals_a_hand_computation(tmp_path):
+    """Trace: session a = blocks [1,2] then [1,2,3]; session b = [1,4]. Block 100 tokens, prompts full.
+    Point 1 sends a0, a1: hits 0 + 200 of 500 = 0.4 (cold). Point 2 on the same stack sends b0 and
+    a0: with the cache point 1 left ({1,2,3}), b0 hits 100 of 200 and a0 200 of 200: 300 / 400 = 0.75
+    (a cold cache would give 0 + 100 of 400 = 0.25)."""
+    from servesweep.run import prefix
+
+    trace = tmp_path / "t.jsonl"
+    rows = [("a", [1, 2]), ("a", [1, 2, 3]), ("b", [1, 4])]
+    trace.write_text(
+        "".join(json.dumps({"session_id": s, "input_length": 100 * len(h), "hash_ids": h}) + "\n" for s, h in rows)
+    )
+    ds = {"kind": "trace", "path": str(trace), "block_size": 100}
+    why: dict = {}
+    warm = prefix.load_warm(tmp_path / "sent.json")
+    assert prefix.cache_note(len(warm)).startswith("cold cache")
+    assert prefix.theoretical_hit(ds, [_record("a", 0, 1), _record("a", 1, 2)], why, warm) == 0.4
+    prefix.save_warm(tmp_path / "sent.json", warm)
+    second = [_record("b", 0, 3), _record("a", 0, 4)]
+    assert prefix.theoretical_hit(ds, second, why) == 0.25  # cold
+    warm = prefix.load_warm(tmp_path / "sent.json")
+    assert prefix.cache_note(len(warm)).startswith("warm cache: starts with the 3 blocks")
+    assert prefix.theoretical_hit(ds, second, why, warm) == 0.75 and why == {}
+
+
+def test_the_theoretical_hit_reads_a_weka_folder_and_says_plainly_why_not_for_the_pinned_corpus(tmp_path):
+    from servesweep.run import prefix
+
+    (tmp_path / "w").mkdir()
+    traj = {"id": "t0", "block_size": 64, "hash_id_scope": "local", "requests": [
+        {"in": 128, "hash_ids": [0, 1]}, {"in": 192, "hash_ids": [0, 1, 2]}]}  # fmt: skip
+    (tmp_path / "w" / "t0.json").write_text(json.dumps(traj))
+    why: dict = {}
+    ds = {"kind": "trace", "format": "weka", "path": str(tmp_path / "w")}
+    assert prefix.theoretical_hit(ds, [_record("t0", 0, 1), _record("t0", 1, 2)], why) == 128 / 320
+    prefix.theoretical_hit({"kind": "public", "name": "semianalysis_cc_traces_weka_062126"}, [], why)
+    assert "pinned corpus semianalysis_cc_traces_weka_062126" in why["theoretical_prefix_hit"]
+    assert "synthetic" not in why["theoretical_prefix_hit"]

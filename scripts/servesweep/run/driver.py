@@ -280,7 +280,11 @@ def _conclude(plan: Plan, stack, m: Measurement, result_path: Path, run_dir: Pat
     figs["batch_by_role"], figs["preemptions"] = server_export.batch_figures(plan, exported, m.engine_urls, why)
     figs["spec_decode"] = server_export.spec_decode_figures(plan, exported, m.engine_urls, why)
     figs["repeats"] = repeats.figures(m.artifacts, m.run_exports, plan.gpus_total)
-    figs["theoretical_prefix_hit"] = prefix.theoretical_hit(plan.benchmark.dataset, records, why)
+    sent = Path(stack.info.run_dir) / "prefix-sent.json"  # blocks the stack's earlier points sent
+    warm = set() if m.caches[0] else prefix.load_warm(sent)
+    counting["theoretical_prefix_hit"] = prefix.cache_note(len(warm))
+    figs["theoretical_prefix_hit"] = prefix.theoretical_hit(plan.benchmark.dataset, records, why, warm)
+    prefix.save_warm(sent, warm)
     result.traffic(plan, figs, records, why)
     reasons = m.drift + result.gate(plan, m.export, figs, m.aiperf_rc)
     if reasons:
