@@ -27,11 +27,16 @@ def test_agentic_warm_up_is_excluded_from_per_worker_counts_and_server_ttft():
     fe = f"http://n/{plan.frontends[0]}"
     doc = {
         "metrics": {
-            counter["metric"]: {
+            window.exported_name(counter["metric"]): {  # aiperf names a counter by its family
                 "series": [_series(f"http://n/{n}", {"total": 77.0}, counter["labels"]) for n in engines]
                 + [_series(f"http://n/{engines[0]}", {"total": 999.0}, {"other": "x"})]  # another label: not counted
             },
-            "dynamo_frontend_requests_total": {"series": [_series(fe, {"total": 154.0})]},
+            "dynamo_frontend_requests": {
+                "series": [
+                    _series(fe, {"total": 150.0}, {"status": "success"}),
+                    _series(fe, {"total": 4.0}, {"status": "error"}),
+                ]
+            },
             ttft["histogram"]: {
                 "series": [_series(fe, {"count": 154, "sum": 154 * 0.25}, buckets={"0.1": 10, "0.5": 154, "+Inf": 154})]
             },
@@ -70,7 +75,7 @@ def test_batch_comes_from_the_engines_busy_time_counters_with_their_sample_count
     busy = [{"count": 40, "sum": 11.2, "sum_rate": 0.56}, {"count": 30, "sum": 8.8, "sum_rate": 0.44}]
     doc = {
         "metrics": {
-            server_export.BUSY_HISTOGRAM: {"series": [_series(u, s) for u, s in zip(urls, busy, strict=True)]},
+            server_export.BUSY_HISTOGRAMS[0][0]: {"series": [_series(u, s) for u, s in zip(urls, busy, strict=True)]},
             gauge: {"series": [_series(u, {"avg": 0.125, "p99": 2.0}) for u in urls]},
         }
     }
@@ -78,7 +83,7 @@ def test_batch_comes_from_the_engines_busy_time_counters_with_their_sample_count
     batch, _ = server_export.batch_figures(plan, doc, urls, why)
     assert batch == {"agg": {"mean": 0.5, "p99": 2.0, "source": "counters", "samples": 70}}
     # only the gauge, read 16 times over the window: no figure, and the reason says how often
-    del doc["metrics"][server_export.BUSY_HISTOGRAM]
+    del doc["metrics"][server_export.BUSY_HISTOGRAMS[0][0]]
     doc["summaries"] = [{"endpoint_info": {u: {"total_fetches": 16} for u in urls}}]
     batch, _ = server_export.batch_figures(plan, doc, urls, why)
     assert (

@@ -281,7 +281,7 @@ def _conclude(plan: Plan, stack, m: Measurement, result_path: Path, run_dir: Pat
     figs["spec_decode"] = server_export.spec_decode_figures(plan, exported, m.engine_urls, why)
     figs["repeats"] = repeats.figures(m.artifacts, m.run_exports, plan.gpus_total)
     sent = Path(stack.info.run_dir) / "prefix-sent.json"  # blocks the stack's earlier points sent
-    warm = set() if m.caches[0] else prefix.load_warm(sent)
+    warm = set() if m.caches[0] or stack.position == 1 else prefix.load_warm(sent)  # fresh or reset: cold
     counting["theoretical_prefix_hit"] = prefix.cache_note(len(warm))
     figs["theoretical_prefix_hit"] = prefix.theoretical_hit(plan.benchmark.dataset, records, why, warm)
     prefix.save_warm(sent, warm)

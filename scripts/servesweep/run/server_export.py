@@ -25,31 +25,42 @@ def read(artifact_dir: Path) -> dict | None:
     return {"metrics": metrics, "summaries": [d.get("summary") or {} for d in docs]}
 
 
-def _series(doc: dict, metric: str, url_to_process: dict[str, str]) -> list[tuple[str, dict]]:
-    """(process, stats) of each series of ``metric`` scraped from one of the plan's engines."""
+def _series(
+    doc: dict, metric: str, url_to_process: dict[str, str], labels: dict | None = None
+) -> list[tuple[str, dict]]:
+    """(process, stats) of each series of ``metric`` scraped from one of the plan's engines (with ``labels``)."""
     out = []
     for s in ((doc.get("metrics") or {}).get(metric) or {}).get("series", []):
         name = url_to_process.get(s.get("endpoint_url", ""))
-        if name is not None and isinstance(s.get("stats"), dict):
+        mine = all((s.get("labels") or {}).get(k) == v for k, v in (labels or {}).items())
+        if name is not None and mine and isinstance(s.get("stats"), dict):
             out.append((name, s["stats"]))
     return out
 
 
-# Each request's time in an engine's running batch (vLLM, dynamo.vllm: prefill + decode). By Little's
-# law its sum over the window divided by the window is the mean number of running requests: every
-# request counts, however briefly it ran, where a scraped gauge sees only the instants it was read.
-BUSY_HISTOGRAM = "vllm:request_inference_time_seconds"
+# Each request's time in an engine's batch, as the engine counts it (vLLM, dynamo.vllm: its running
+# phase, prefill + decode; else a Dynamo worker's whole handling of the request, its own queue
+# included). By Little's law its sum over the window divided by the window is the mean number of
+# requests in that batch: every request counts, however briefly, where a gauge sees only the
+# instants it was read. The first a worker exports is used.
+BUSY_HISTOGRAMS = (
+    ("vllm:request_inference_time_seconds", {}),
+    ("dynamo_component_request_duration_seconds", {"dynamo_endpoint": "generate"}),
+)
 MIN_GAUGE_SAMPLES = 20  # a gauge read fewer times over the window gives no batch figure (docs/point.md)
 
 
 def _busy_batch(doc: dict, url_to_process: dict[str, str]) -> dict[str, tuple[float, int]]:
     """Engine -> (mean running requests over the window, requests it counted), from BUSY_HISTOGRAM."""
-    out = {}
-    for name, st in _series(doc, BUSY_HISTOGRAM, url_to_process):
-        rate, count = st.get("sum_rate"), st.get("count")
-        if rate is not None and count is not None:
-            prev = out.get(name, (0.0, 0))
-            out[name] = (prev[0] + rate, prev[1] + int(count))
+    out: dict[str, tuple[float, int]] = {}
+    for metric, labels in BUSY_HISTOGRAMS:
+        found: dict[str, tuple[float, int]] = {}
+        for name, st in _series(doc, metric, url_to_process, labels):
+            rate, count = st.get("sum_rate"), st.get("count")
+            if rate is not None and count is not None and name not in out:
+                prev = found.get(name, (0.0, 0))
+                found[name] = (prev[0] + rate, prev[1] + int(count))
+        out |= found
     return out
 
 

@@ -15,10 +15,16 @@ from . import metrics
 WINDOW = "aiperf's server-metrics export over the profiling window only (warm-up excluded)"
 
 
+def exported_name(metric: str) -> str:
+    """A Prometheus counter as aiperf's export names it: its family, without ``_total``."""
+    return metric.removesuffix("_total")
+
+
 def _by_process(doc: dict, metric: str, urls: dict[str, str], labels: dict | None = None) -> dict[str, list]:
     """Process -> the stats (and buckets) of every series of ``metric`` it exported, label-filtered."""
     out: dict[str, list] = {}
-    for s in ((doc.get("metrics") or {}).get(metric) or {}).get("series", []):
+    found = doc.get("metrics") or {}
+    for s in (found.get(metric) or found.get(exported_name(metric)) or {}).get("series", []):
         name = urls.get(s.get("endpoint_url", ""))
         mine = all((s.get("labels") or {}).get(k) == v for k, v in (labels or {}).items())
         if name is not None and mine and isinstance(s.get("stats"), dict):
@@ -27,11 +33,15 @@ def _by_process(doc: dict, metric: str, urls: dict[str, str], labels: dict | Non
 
 
 def _totals(doc: dict, metric: str, urls: dict[str, str], names, labels: dict | None = None) -> dict | None:
-    """Each named process's counter delta over the window; None unless every one exported it."""
+    """Each named process's counter delta over the window (a histogram's ``_sum``: its sum); None
+    unless every one exported it."""
+    key = "total"
+    if metric.endswith("_sum"):
+        metric, key = metric.removesuffix("_sum"), "sum"
     series = _by_process(doc, metric, urls, labels)
     if not names or any(n not in series for n in names):
         return None
-    return {n: sum(s["stats"].get("total") or 0.0 for s in series[n]) for n in names}
+    return {n: sum(s["stats"].get(key) or 0.0 for s in series[n]) for n in names}
 
 
 def _ttft(doc: dict, histogram: str, urls: dict[str, str], names) -> dict | None:
