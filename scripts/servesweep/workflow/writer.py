@@ -183,14 +183,14 @@ class Workflow:
     def damaged(self, recipe: str, conc: int) -> list[str]:
         """The dry run's marker of the point's damaged result (why.quarantine), an input of its rule
         so `snakemake -n` lists it; none in a real run (the result was moved aside)."""
-        if recipe not in self._damaged:
+        concs = self._damaged.get(recipe)
+        if concs is None:
             try:
                 names = os.listdir(self.sel.root / damaged_marker(recipe, 1).rsplit("/", 1)[0])
             except OSError:
                 names = []
-            self._damaged[recipe] = {n for n in names if n.endswith(".damaged")}
-        marker = damaged_marker(recipe, conc)
-        return [marker] if marker.rsplit("/", 1)[1] in self._damaged[recipe] else []
+            concs = self._damaged[recipe] = {n[1:-8] for n in names if n.endswith(".damaged")}
+        return [damaged_marker(recipe, conc)] if concs and str(conc) in concs else []
 
     def recipe_source(self, recipe: str) -> str:
         return self.sel.recipes[recipe].source
