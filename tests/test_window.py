@@ -134,3 +134,32 @@ def test_the_theoretical_hit_reads_a_weka_folder_and_says_plainly_why_not_for_th
     prefix.theoretical_hit({"kind": "public", "name": "semianalysis_cc_traces_weka_062126"}, [], why)
     assert "pinned corpus semianalysis_cc_traces_weka_062126" in why["theoretical_prefix_hit"]
     assert "synthetic" not in why["theoretical_prefix_hit"]
+
+
+def test_an_evals_questions_copy_is_part_of_its_settings_digest(tmp_path):
+    """A new prepared copy of the questions changes what the eval's result must record (it reruns)."""
+    import os
+
+    from servesweep.checks.evaldata import eval_data
+    from servesweep.contract import paths
+    from servesweep.workflow.why import _eval_settings_digest
+
+    home = tmp_path / "hf"
+    assert eval_data(home, "gsm8k", None) == {"main": None}  # not in this host's cache
+    old = home / "datasets/openai___gsm8k/main/0.0.0/aaa/dataset_info.json"
+    old.parent.mkdir(parents=True)
+    old.write_text("{}")
+    os.utime(old, (1, 1))
+    assert eval_data(home, "gsm8k", None) == {"main": "0.0.0/aaa"}
+    new = home / "datasets/openai___gsm8k/main/0.0.0/bbb/dataset_info.json"
+    new.parent.mkdir(parents=True)
+    new.write_text("{}")
+    assert eval_data(home, "gsm8k", None) == {"main": "0.0.0/bbb"}  # the newest, as the datasets library picks it
+    settings = {"n_shots": 0}
+    settings_file = tmp_path / paths.eval_settings_file("r", "gsm8k")
+    settings_file.parent.mkdir(parents=True)
+    digests = []
+    for data in ({"main": "0.0.0/aaa"}, {"main": "0.0.0/bbb"}):
+        settings_file.write_text(json.dumps({"benchmark": "gsm8k", "n_shots": 0, "data": data}))
+        digests.append(_eval_settings_digest(tmp_path, "r", "gsm8k", settings))
+    assert digests[0] != digests[1]

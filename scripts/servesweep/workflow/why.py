@@ -207,7 +207,7 @@ def check_staleness(root: Path, recipe: Recipe, stack_fingerprint: str) -> list[
     """Why each of the recipe's checks would rerun: its evals (always targets of the summary) and
     its API smoke where one was measured. A check follows its stack's plan (the smoke point's) and
     its own settings, and nothing else."""
-    settings = {f"eval-{b}": digest(canonical(settings_doc(b, s))) for b, s in recipe.evals.items()}
+    settings = {f"eval-{b}": _eval_settings_digest(root, recipe.name, b, s) for b, s in recipe.evals.items()}
     wanted = [(f"eval-{b}", paths.eval_file(recipe.name, b), "eval.schema.yaml", "settings") for b in recipe.evals]
     smoke = root / paths.SMOKE.format(recipe=recipe.name)
     if smoke.exists():
@@ -225,8 +225,22 @@ def check_staleness(root: Path, recipe: Recipe, stack_fingerprint: str) -> list[
             out.append(f"{name}: stale — its stack's plan changed (c{min(recipe.concurrency)}, the stack it runs on)")
         elif doc["identity"][key] != settings[name]:
             what = "the request set" if name == "smoke" else f"evals.{name[5:]}"
-            out.append(f"{name}: stale — {what} changed (only this check reruns)")
+            more = "" if name == "smoke" else "its settings or its questions' copy; "
+            out.append(f"{name}: stale — {what} changed ({more}only this check reruns)")
     return out
+
+
+def _eval_settings_digest(root: Path, recipe: str, benchmark: str, settings: dict) -> str:
+    """The digest the eval's result records when current: of its settings as the recipe says now, with
+    the questions' copy (checks/evaldata) as the settings file last recorded it."""
+    now = settings_doc(benchmark, settings)
+    try:
+        written = json.loads((root / paths.eval_settings_file(recipe, benchmark)).read_text())
+    except (OSError, ValueError):
+        written = None
+    if isinstance(written, dict) and "data" in written:
+        now["data"] = written["data"]
+    return digest(canonical(now))
 
 
 def _listing(folder: Path) -> set[str]:

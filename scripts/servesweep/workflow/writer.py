@@ -10,6 +10,7 @@ import os
 import time
 from pathlib import Path
 
+from ..checks.evaldata import eval_data
 from ..checks.evalsets import settings_doc
 from ..contract import heartbeat
 from ..contract.paths import (
@@ -116,10 +117,12 @@ class Workflow:
     def _write_eval_settings(self) -> None:
         """Each eval's settings beside the recipe's plans (an edit reruns that eval only), its
         questions checked in the cluster's datasets cache like a point's inputs."""
+        home = self.sel.root / Path(self.sel.cluster.hf_home or "~/.cache/huggingface").expanduser()
         for r in self.sel.selected:
             for benchmark, settings in r.evals.items():
                 doc = settings_doc(benchmark, settings)
                 self.sel.preflight_eval(r, doc)
+                doc["data"] = eval_data(home, benchmark, settings.get("tasks"))  # its questions' copy
                 if not self.sel.preflight_problems:
                     write_if_changed(self.sel.root / eval_settings_file(r.name, benchmark), canonical(doc))
 
