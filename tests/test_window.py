@@ -131,6 +131,8 @@ def test_the_theoretical_hit_reads_a_weka_folder_and_says_plainly_why_not_for_th
     why: dict = {}
     ds = {"kind": "trace", "format": "weka", "path": str(tmp_path / "w")}
     assert prefix.theoretical_hit(ds, [_record("t0", 0, 1), _record("t0", 1, 2)], why) == 128 / 320
+    # aiperf names a trajectory's replayed chain trace::chain
+    assert prefix.theoretical_hit(ds, [_record("t0::c0", 0, 1), _record("t0::c0", 1, 2)], why) == 128 / 320
     prefix.theoretical_hit({"kind": "public", "name": "semianalysis_cc_traces_weka_062126"}, [], why)
     assert "pinned corpus semianalysis_cc_traces_weka_062126" in why["theoretical_prefix_hit"]
     assert "synthetic" not in why["theoretical_prefix_hit"]
