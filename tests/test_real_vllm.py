@@ -32,7 +32,7 @@ def _run(tmp_path: Path, name: str, concs: tuple[int, ...]) -> tuple[Path, list[
         assert fig["requests_completed"] == export["request_count"]["avg"] > 0  # agrees with aiperf's export
         per_worker = fig["requests_per_worker"]
         assert set(per_worker) == {"agg-0", "agg-1"} and all(v > 0 for v in per_worker.values()), per_worker
-        assert sum(per_worker.values()) >= fig["requests_completed"]  # the engines' counters, warm-up included
+        assert sum(per_worker.values()) >= fig["requests_completed"]  # the engines' counters, warm-up excluded
         ttft = fig["server_ttft_s"]
         assert ttft["mean"] is not None and 0 < ttft["mean"] <= fig["client_ttft_mean_s"] * 1.5, ttft
     md = (wf / "results" / "summary.md").read_text()

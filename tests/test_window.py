@@ -16,52 +16,84 @@ def _series(url: str, stats: dict, labels: dict | None = None, buckets: dict | N
 
 
 def test_agentic_warm_up_is_excluded_from_per_worker_counts_and_server_ttft():
-    """An AgentX rehearsal (agentic cache warm-up): the scrapes around aiperf count 1 282 requests and a
-    server TTFT above the client's (warm-up included); the window's figures count the 154 profiled."""
+    """An AgentX rehearsal (agentic cache warm-up): the scrapes around aiperf count 1 282 requests per
+    role, 1 128 of them warm-up, and a server TTFT above the client's; the result counts the 154 profiled
+    (each role sees every request once), and the gap comes out positive."""
     plan = Plan.from_json(plan_of("dsv4-pro-gb300-1p1d-pdep8-ddep8-mtp", rehearsal=True))
     assert plan.benchmark.warmup.get("agentic_cache_s")
     engines = [p.name for p in plan.processes if p.is_engine and not p.headless]
+    assert engines == ["prefill-0-n0", "prefill-0-n1", "decode-0-n0", "decode-0-n1"]
     urls = {f"http://n/{n}": n for n in [*engines, *plan.frontends]}
     counter, ttft = plan.server_metrics["worker_requests"], plan.server_metrics["ttft"]
     assert ttft["source"] == "frontends"
-    fe = f"http://n/{plan.frontends[0]}"
+    fe, name = f"http://n/{plan.frontends[0]}", window.exported_name(counter["metric"])  # a counter by its family
+    scraped = {"prefill-0-n0": 700, "prefill-0-n1": 582, "decode-0-n0": 640, "decode-0-n1": 642}
+    during = {"prefill-0-n0": 600.0, "prefill-0-n1": 528.0, "decode-0-n0": 560.0, "decode-0-n1": 568.0}
     doc = {
         "metrics": {
-            window.exported_name(counter["metric"]): {  # aiperf names a counter by its family
-                "series": [_series(f"http://n/{n}", {"total": 77.0}, counter["labels"]) for n in engines]
-                + [_series(f"http://n/{engines[0]}", {"total": 999.0}, {"other": "x"})]  # another label: not counted
-            },
-            "dynamo_frontend_requests": {
-                "series": [
-                    _series(fe, {"total": 150.0}, {"status": "success"}),
-                    _series(fe, {"total": 4.0}, {"status": "error"}),
-                ]
-            },
+            name: {"series": [_series(f"http://n/{n}", {"total": 77.0}, counter["labels"]) for n in engines]},
             ttft["histogram"]: {
                 "series": [_series(fe, {"count": 154, "sum": 154 * 0.25}, buckets={"0.1": 10, "0.5": 154, "+Inf": 154})]
             },
+        },
+        "warmup_metrics": {
+            name: {"series": [_series(f"http://n/{n}", {"total": v}, counter["labels"]) for n, v in during.items()]
+                   + [_series(f"http://n/{engines[0]}", {"total": 999.0}, {"other": "x"})]},  # other label: ignored
+            "dynamo_frontend_requests": {"series": [_series(fe, {"total": 1100.0}, {"status": "success"}),
+                                                    _series(fe, {"total": 28.0}, {"status": "error"})]},
+        },
+    }  # fmt: skip
+
+    def scraped_figs() -> dict:
+        return {
+            "requests_per_worker": dict(scraped),  # the scrapes: warm-up included
+            "requests_per_frontend": {plan.frontends[0]: 1282},
+            "server_ttft_s": {"mean": 0.54, "p50": 0.5, "p95": 0.9},
+            "client_ttft_mean_s": 0.364,
+            "ttft_gap_s": 0.364 - 0.54,
+            "cache_read_share": None,
         }
+
+    figs, why = scraped_figs(), {}
+    notes = window.apply(plan, doc, urls, figs, why, 1128)
+    assert figs["requests_per_worker"] == {
+        "prefill-0-n0": 100,
+        "prefill-0-n1": 54,
+        "decode-0-n0": 80,
+        "decode-0-n1": 74,
     }
-    figs = {
-        "requests_per_worker": {n: 1282 // len(engines) for n in engines},  # the scrapes: warm-up included
-        "requests_per_frontend": {plan.frontends[0]: 1282},
-        "server_ttft_s": {"mean": 0.54, "p50": 0.5, "p95": 0.9},
-        "client_ttft_mean_s": 0.364,
-        "ttft_gap_s": 0.364 - 0.54,
-        "cache_read_share": None,
-    }
-    why: dict = {}
-    notes = window.apply(plan, doc, urls, figs, why)
-    assert figs["requests_per_worker"] == {n: 77 for n in engines}  # each engine's own window counter
     assert figs["requests_per_frontend"] == {plan.frontends[0]: 154}
     assert figs["server_ttft_s"]["mean"] == 0.25 and 0.1 < figs["server_ttft_s"]["p50"] <= 0.5
     assert abs(figs["ttft_gap_s"] - (0.364 - 0.25)) < 1e-9 and figs["ttft_gap_s"] > 0
-    assert "warm-up excluded" in notes["requests_per_worker"] and "warm-up excluded" in notes["server_ttft_s"]
-    # without the window's series the scraped TTFT stays, but no gap is drawn from it
-    figs["server_ttft_s"], figs["ttft_gap_s"] = {"mean": 0.54, "p50": 0.5, "p95": 0.9}, 0.364 - 0.54
-    notes = window.apply(plan, {"metrics": {}}, urls, figs, why)
+    assert "less the 1128 warm-up requests" in notes["requests_per_worker"]
+    assert "warm-up excluded" in notes["requests_per_frontend"] and "warm-up excluded" in notes["server_ttft_s"]
+    # warm-up requests aiperf does not list (or no warm-up counters): the profiling window's own counts
+    figs = scraped_figs()
+    notes = window.apply(plan, doc, urls, figs, why, 0)
+    assert (
+        figs["requests_per_worker"] == {n: 77 for n in engines}
+        and "profiling window only" in notes["requests_per_worker"]
+    )
+    # nothing from the window: the scraped counts stay, said to include warm-up, and no gap from a warm TTFT
+    figs = scraped_figs()
+    notes = window.apply(plan, {"metrics": {}}, urls, figs, why, None)
+    assert figs["requests_per_worker"] == scraped and "warm-up included" in notes["requests_per_worker"]
     assert figs["ttft_gap_s"] is None and "warm-up included" in why["ttft_gap_s"] + notes["server_ttft_s"]
-    assert "warm-up included" in notes["requests_per_worker"]
+
+
+def test_without_a_warm_up_the_scraped_counts_are_exact_and_kept():
+    plan = Plan.from_json(
+        {
+            **plan_of("local-agg-2x-vllm-cpu"),
+            "benchmark": {**plan_of("local-agg-2x-vllm-cpu")["benchmark"], "warmup": {}},
+        }
+    )
+    figs = {"requests_per_worker": {"agg-0": 35, "agg-1": 35}, "requests_per_frontend": {}, "cache_read_share": None,
+            "server_ttft_s": {"mean": 0.2, "p50": 0.2, "p95": 0.3}, "client_ttft_mean_s": 0.3}  # fmt: skip
+    notes = window.apply(plan, {"metrics": {}}, {}, figs, {}, 0)
+    assert (
+        figs["requests_per_worker"] == {"agg-0": 35, "agg-1": 35} and "no warm-up ran" in notes["requests_per_worker"]
+    )
 
 
 def test_batch_comes_from_the_engines_busy_time_counters_with_their_sample_count():
@@ -73,17 +105,22 @@ def test_batch_comes_from_the_engines_busy_time_counters_with_their_sample_count
     urls = {f"http://n/{n}": n for n in engines}
     gauge = plan.server_metrics["batch"]["running"]
     busy = [{"count": 40, "sum": 11.2, "sum_rate": 0.56}, {"count": 30, "sum": 8.8, "sum_rate": 0.44}]
+    busy_name = server_export.BUSY_HISTOGRAMS[0][0]  # vLLM's time in the running batch
     doc = {
         "metrics": {
-            server_export.BUSY_HISTOGRAMS[0][0]: {"series": [_series(u, s) for u, s in zip(urls, busy, strict=True)]},
+            busy_name: {"series": [_series(u, s) for u, s in zip(urls, busy, strict=True)]},
             gauge: {"series": [_series(u, {"avg": 0.125, "p99": 2.0}) for u in urls]},
         }
     }
     why: dict = {}
     batch, _ = server_export.batch_figures(plan, doc, urls, why)
     assert batch == {"agg": {"mean": 0.5, "p99": 2.0, "source": "counters", "samples": 70}}
+    # two runs (repeats): each engine's mean over its runs, every run's requests counted
+    doc["metrics"][busy_name]["series"] += [_series(u, s) for u, s in zip(urls, busy, strict=True)]
+    batch, _ = server_export.batch_figures(plan, doc, urls, why)
+    assert batch == {"agg": {"mean": 0.5, "p99": 2.0, "source": "counters", "samples": 140}}
     # only the gauge, read 16 times over the window: no figure, and the reason says how often
-    del doc["metrics"][server_export.BUSY_HISTOGRAMS[0][0]]
+    del doc["metrics"][busy_name]
     doc["summaries"] = [{"endpoint_info": {u: {"total_fetches": 16} for u in urls}}]
     batch, _ = server_export.batch_figures(plan, doc, urls, why)
     assert (

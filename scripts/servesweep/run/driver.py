@@ -276,7 +276,7 @@ def _conclude(plan: Plan, stack, m: Measurement, result_path: Path, run_dir: Pat
     figs, why = result.figures(plan, m.export, m.scrapes, bench.request_outcomes(records))
     exported = server_export.read(m.artifacts)
     urls = {**m.engine_urls, **window.frontend_urls(plan, stack.info.context(plan))}
-    counting = window.apply(plan, exported, urls, figs, why)  # the profiling window only, whatever the warm-up
+    counting = window.apply(plan, exported, urls, figs, why, window.warmup_requests(records))  # no warm-up counted
     figs["batch_by_role"], figs["preemptions"] = server_export.batch_figures(plan, exported, m.engine_urls, why)
     figs["spec_decode"] = server_export.spec_decode_figures(plan, exported, m.engine_urls, why)
     figs["repeats"] = repeats.figures(m.artifacts, m.run_exports, plan.gpus_total)

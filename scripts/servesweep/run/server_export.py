@@ -18,11 +18,12 @@ def read(artifact_dir: Path) -> dict | None:
             docs.append(json.loads((d / "server_metrics_export.json").read_text()))
         except (OSError, ValueError):
             return None
-    metrics: dict[str, dict] = {}
+    out: dict[str, dict] = {"metrics": {}, "warmup_metrics": {}}
     for doc in docs:
-        for name, m in (doc.get("metrics") or {}).items():
-            metrics.setdefault(name, {"series": []})["series"] += m.get("series") or []
-    return {"metrics": metrics, "summaries": [d.get("summary") or {} for d in docs]}
+        for phase, metrics in out.items():
+            for name, m in (doc.get(phase) or {}).items():
+                metrics.setdefault(name, {"series": []})["series"] += m.get("series") or []
+    return out | {"summaries": [d.get("summary") or {} for d in docs]}
 
 
 def _series(
@@ -54,13 +55,13 @@ def _busy_batch(doc: dict, url_to_process: dict[str, str]) -> dict[str, tuple[fl
     """Engine -> (mean running requests over the window, requests it counted), from BUSY_HISTOGRAM."""
     out: dict[str, tuple[float, int]] = {}
     for metric, labels in BUSY_HISTOGRAMS:
-        found: dict[str, tuple[float, int]] = {}
+        found: dict[str, list] = {}
         for name, st in _series(doc, metric, url_to_process, labels):
             rate, count = st.get("sum_rate"), st.get("count")
             if rate is not None and count is not None and name not in out:
-                prev = found.get(name, (0.0, 0))
-                found[name] = (prev[0] + rate, prev[1] + int(count))
-        out |= found
+                found.setdefault(name, []).append((rate, int(count)))
+        # one series per engine and run (repeats): the runs' mean, every run's requests counted
+        out |= {n: (sum(r for r, _ in v) / len(v), sum(c for _, c in v)) for n, v in found.items()}
     return out
 
 

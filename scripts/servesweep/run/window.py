@@ -66,25 +66,68 @@ def _ttft(doc: dict, histogram: str, urls: dict[str, str], names) -> dict | None
     }
 
 
-def apply(plan: Plan, doc: dict | None, urls: dict[str, str], figs: dict, why: dict) -> dict[str, str]:
-    """Replace the scraped figures with the window's where aiperf's export has them; the ``counting``
-    notes of what each server-side figure covers. ``urls``: metrics URL -> process (engines and frontends)."""
-    doc, notes, warm = doc or {}, {}, bool(plan.benchmark.warmup)
-    scraped = "the driver's scrapes before and after aiperf" + (": warm-up included" if warm else " (no warm-up)")
-    serving = [p.name for p in plan.processes if p.is_engine and not p.headless]
+def warmup_requests(records: list[dict] | None) -> int | None:
+    """How many warm-up requests aiperf sent (its per-request export marks each request's phase)."""
+    if records is None:
+        return None
+    return sum(1 for r in records if (r.get("metadata") or {}).get("benchmark_phase", "profiling") != "profiling")
+
+
+def apply(plan: Plan, doc: dict | None, urls: dict[str, str], figs: dict, why: dict, warm_n: int | None) -> dict:
+    """Make the scraped figures the profiling window's; the ``counting`` notes of what each covers.
+    ``urls``: metrics URL -> process (engines and frontends); ``warm_n``: the warm-up requests sent."""
+    doc, notes = doc or {}, {}
+    scraped = "the driver's scrapes before and after aiperf" + (": warm-up included" if plan.benchmark.warmup else "")
+    serving = [p for p in plan.processes if p.is_engine and not p.headless]
+    roles = [[p.name for p in serving if p.role == role] for role in dict.fromkeys(p.role for p in serving)]
     counter = plan.server_metrics["worker_requests"]
-    per_worker = _totals(doc, counter["metric"], urls, serving, counter["labels"])
-    if per_worker is not None:
-        figs["requests_per_worker"] = {n: int(v) for n, v in per_worker.items()}
-    notes["requests_per_worker"] = f"{counter['metric']} per serving engine, {WINDOW if per_worker else scraped}"
-    per_front = _totals(doc, "dynamo_frontend_requests_total", urls, list(plan.frontends))
-    if per_front is not None:
-        figs["requests_per_frontend"] = {n: int(v) for n, v in per_front.items()}
-    if plan.frontends:
-        notes["requests_per_frontend"] = f"dynamo_frontend_requests_total, {WINDOW if per_front else scraped}"
+    for key, metric, labels, groups in [
+        ("requests_per_worker", counter["metric"], counter["labels"], roles),
+        (
+            "requests_per_frontend",
+            "dynamo_frontend_requests_total",
+            {},
+            [list(plan.frontends)] if plan.frontends else [],
+        ),
+    ]:
+        if groups:
+            counts, how = _counts(doc, urls, figs[key], (metric, labels), groups, (bool(plan.benchmark.warmup), warm_n))
+            figs[key] = counts if counts is not None else figs[key]
+            notes[key] = f"{metric}, {how or scraped}"
     _window_ttft(plan, doc, urls, figs, why, notes, scraped)
     _window_cache(plan, doc, urls, figs, notes, scraped)
     return notes
+
+
+def _counts(doc: dict, urls: dict, scraped: dict, counter: tuple, groups: list, warm: tuple) -> tuple:
+    """(counts, how): the scrapes around aiperf less its warm-up requests (their total exact: each
+    group, a role or the frontends, sees every request once; split as aiperf's warm-up counters saw
+    them), else aiperf's profiling window (its edges a scrape interval wide), else (None, None).
+    ``warm``: (whether the plan runs a warm-up, how many warm-up requests aiperf's export lists)."""
+    ran_warmup, warm_n = warm
+    names = [n for g in groups for n in g]
+    if not ran_warmup and all(scraped.get(n) is not None for n in names):
+        return dict(scraped), "the driver's scrapes before and after aiperf (no warm-up ran)"
+    during = _by_process({"metrics": doc.get("warmup_metrics") or {}}, counter[0], urls, counter[1])
+    seen = {n: sum(s["stats"].get("total") or 0.0 for s in during.get(n, [])) for n in names}
+    split = all(len(g) == 1 or sum(seen[n] for n in g) > 0 for g in groups)  # how each group's share is known
+    if warm_n and split and all(scraped.get(n) is not None for n in names):
+        out = {}
+        for group in groups:
+            out |= _less(scraped, {n: seen[n] or (1.0 if len(group) == 1 else 0.0) for n in group}, warm_n)
+        return out, f"the driver's scrapes around aiperf less the {warm_n} warm-up requests it sent (warm-up excluded)"
+    window = _totals(doc, counter[0], urls, names, counter[1])
+    return ({n: int(v) for n, v in window.items()}, WINDOW) if window is not None else (None, None)
+
+
+def _less(scraped: dict, seen: dict, take: int) -> dict:
+    """Each process's scraped count less its share of ``take`` warm-up requests (largest remainder)."""
+    total = sum(seen.values())
+    exact = {n: take * v / total if total else 0.0 for n, v in seen.items()}
+    share = {n: int(v) for n, v in exact.items()}
+    for n in sorted(exact, key=lambda n: exact[n] - share[n], reverse=True)[: take - sum(share.values())]:
+        share[n] += 1
+    return {n: max(0, int(scraped[n]) - share[n]) for n in seen}
 
 
 def _window_ttft(plan: Plan, doc: dict, urls: dict, figs: dict, why: dict, notes: dict, scraped: str) -> None:
