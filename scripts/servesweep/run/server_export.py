@@ -40,25 +40,31 @@ def _series(
 
 
 # Each request's time in an engine's batch, as the engine counts it (vLLM, dynamo.vllm: its running
-# phase, prefill + decode; else a Dynamo worker's whole handling of the request, its own queue
-# included). By Little's law its sum over the window divided by the window is the mean number of
-# requests in that batch: every request counts, however briefly, where a gauge sees only the
-# instants it was read. The first a worker exports is used.
+# phase, prefill + decode; else an aggregated Dynamo worker's whole handling of the request, its own
+# queue included; a disaggregated decode worker's would include the wait for its prefill: not used).
+# By Little's law its sum over the window divided by the window is the mean number of requests in
+# that batch: every request counts, however briefly, where a gauge sees only the instants it was
+# read. The first a worker exports is used; (metric, labels, the roles it stands for or None: all).
 BUSY_HISTOGRAMS = (
-    ("vllm:request_inference_time_seconds", {}),
-    ("dynamo_component_request_duration_seconds", {"dynamo_endpoint": "generate"}),
+    ("vllm:request_inference_time_seconds", {}, None),
+    ("dynamo_component_request_duration_seconds", {"dynamo_endpoint": "generate"}, {"agg"}),
 )
 MIN_GAUGE_SAMPLES = 20  # a gauge read fewer times over the window gives no batch figure (docs/point.md)
 
 
-def _busy_batch(doc: dict, url_to_process: dict[str, str]) -> dict[str, tuple[float, int]]:
-    """Engine -> (mean running requests over the window, requests it counted), from BUSY_HISTOGRAM."""
+def _busy_batch(doc: dict, url_to_process: dict[str, str], role_of: dict) -> dict[str, tuple[float, int]]:
+    """Engine -> (mean requests in its batch over the window, requests it counted), from BUSY_HISTOGRAMS."""
     out: dict[str, tuple[float, int]] = {}
-    for metric, labels in BUSY_HISTOGRAMS:
+    for metric, labels, roles in BUSY_HISTOGRAMS:
         found: dict[str, list] = {}
         for name, st in _series(doc, metric, url_to_process, labels):
             rate, count = st.get("sum_rate"), st.get("count")
-            if rate is not None and count is not None and name not in out:
+            if (
+                rate is not None
+                and count is not None
+                and name not in out
+                and role_of[name] in (roles or {role_of[name]})
+            ):
                 found.setdefault(name, []).append((rate, int(count)))
         # one series per engine and run (repeats): the runs' mean, every run's requests counted
         out |= {n: (sum(r for r, _ in v) / len(v), sum(c for _, c in v)) for n, v in found.items()}
@@ -111,24 +117,21 @@ def batch_figures(plan: Plan, doc: dict | None, url_to_process: dict[str, str], 
 
 def _batch(plan: Plan, doc: dict, url_to_process: dict[str, str], gauge: str, why: dict) -> dict:
     role_of = {p.name: p.role for p in plan.processes}
-    busy = _busy_batch(doc, url_to_process)
+    busy = _busy_batch(doc, url_to_process, role_of)
     gauges: dict[str, list] = {}
     for name, stats in _series(doc, gauge, url_to_process):
         gauges.setdefault(role_of[name], []).append((name, stats))
-    engines: dict[str, set] = {}
-    for name in {*busy, *(n for st in gauges.values() for n, _ in st)}:
-        engines.setdefault(role_of[name], set()).add(name)
     out = {}
-    for role, names in sorted(engines.items()):
-        p99s = [s.get("p99") for _, s in gauges.get(role, []) if s.get("p99") is not None]
-        p99 = max(p99s) if p99s else None
+    for role, st in sorted(gauges.items()):  # a role the gauge does not see has no batch figure (no p99)
+        names = {n for n, _ in st}
+        p99 = max((s.get("p99") or 0.0 for _, s in st), default=0.0)
         if names <= set(busy):
             means = [busy[n][0] for n in names]
             out[role] = {"mean": sum(means) / len(means), "p99": p99, "source": "counters",
                          "samples": sum(busy[n][1] for n in names)}  # fmt: skip
             continue
         urls = {n: u for u, n in url_to_process.items()}
-        counts = [gauge_samples(doc, urls.get(n, "")) for n, _ in gauges.get(role, [])]
+        counts = [gauge_samples(doc, urls.get(n, "")) for n in names]
         samples = min((c for c in counts if c is not None), default=None)
         if samples is None or samples < MIN_GAUGE_SAMPLES:
             why["batch_by_role"] = (
@@ -136,8 +139,7 @@ def _batch(plan: Plan, doc: dict, url_to_process: dict[str, str], gauge: str, wh
                 f"time(s) over the window, fewer than {MIN_GAUGE_SAMPLES}: no figure"
             )
             continue
-        st = [s for _, s in gauges[role]]
-        out[role] = {"mean": sum(s.get("avg") or 0.0 for s in st) / len(st), "p99": p99, "source": "gauge",
+        out[role] = {"mean": sum(s.get("avg") or 0.0 for _, s in st) / len(st), "p99": p99, "source": "gauge",
                      "samples": samples}  # fmt: skip
     return out
 
