@@ -8,7 +8,7 @@ PLAN_RESOURCES = KIT.plan_resources()
 
 checkpoint point:
     input:
-        plan=KIT.point_plan(),  # written before the DAG is built, or by a probe's job
+        unpack(KIT.point_inputs()),  # plan (and a dry run's marker of a damaged result)
     output:
         result=KIT.point_result(),
     log:
@@ -34,7 +34,7 @@ if HELD:
     # its servers, and runs its driver as a step of that job (servesweep/run/held.py).
     checkpoint held_point:
         input:
-            plan=KIT.point_plan(),
+            unpack(KIT.point_inputs()),
         output:
             result=KIT.point_result(),
         log:

@@ -35,7 +35,7 @@ GOLDEN_KINDS = ["vllm", "sglang", "dynamo.vllm", "dynamo.sglang", "dynamo.trtllm
 def _normal(plan: dict) -> str:
     """A plan without what the plug-in change itself added (version, the kind's prefix reset), what
     follows from the rest (fingerprints), and what later changes added on purpose (request-plane TLS)."""
-    p = {k: v for k, v in plan.items() if k not in ("schema", "fingerprints")}
+    p = {k: v for k, v in plan.items() if k not in ("schema", "fingerprints", "data", "model_data")}  # data: #48
     if "stack" in p:
         p["stack"] = {k: v for k, v in p["stack"].items() if k != "prefix_reset"}
     if "benchmark" in p:  # aiperf's locked scenarios came after (issue #37)

@@ -93,11 +93,13 @@ def test_batch_and_preemptions_come_from_the_engines_in_aiperfs_server_export():
                 ]
             },
             "vllm:num_preemptions": {"series": [{"endpoint_url": "http://n/decode", "stats": {"total": 3.0}}]},
-        }
+        },
+        "summaries": [{"endpoint_info": {u: {"total_fetches": 40} for u in urls}}],  # each gauge read 40 times
     }
     why: dict = {}
     batch, preempt = server_export.batch_figures(plan, doc, urls, why)
-    assert batch == {"decode": {"mean": 30.0, "p99": 44.0}, "prefill": {"mean": 2.0, "p99": 4.0}}
+    gauge = {"source": "gauge", "samples": 40}
+    assert batch == {"decode": {"mean": 30.0, "p99": 44.0, **gauge}, "prefill": {"mean": 2.0, "p99": 4.0, **gauge}}
     assert preempt == 3 and why == {}
     batch, preempt = server_export.batch_figures(plan, None, urls, why)
     assert batch is None and preempt is None and "no server_metrics_export.json" in why["batch_by_role"]

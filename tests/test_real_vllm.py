@@ -33,7 +33,7 @@ def _run(tmp_path: Path, name: str, concs: tuple[int, ...]) -> tuple[Path, list[
         assert fig["requests_completed"] == export["request_count"]["avg"] > 0  # agrees with aiperf's export
         per_worker = fig["requests_per_worker"]
         assert set(per_worker) == {"agg-0", "agg-1"} and all(v > 0 for v in per_worker.values()), per_worker
-        assert sum(per_worker.values()) >= fig["requests_completed"]  # the engines' counters, warm-up included
+        assert sum(per_worker.values()) >= fig["requests_completed"]  # the engines' counters, warm-up excluded
         ttft, marks = fig["server_ttft_s"], {m["mark"] for m in doc["marks"]}
         assert ttft["mean"] is not None and ttft["mean"] > 0, ttft
         if marks & {"client-bound", "not streamed"}:  # a starved client's TTFT is not measured (run/trust)

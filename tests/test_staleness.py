@@ -214,3 +214,46 @@ def test_deleted_result_reruns_only_that_point(settled):
     input makes it (and only it) run again."""
     (settled / "results/local-agg-2x-mocker/c16.json").unlink()
     assert stale_points(settled) == {"results/local-agg-2x-mocker/c16.json"}
+
+
+def _measured_with_current_plans(wf) -> None:
+    """Each result as a point measured with its current plan records it (fingerprint and source)."""
+    for p in ALL_POINTS:
+        recipe, conc = p.split("/")[1], int(p.rsplit("/c", 1)[-1].removesuffix(".json"))
+        doc = json.loads((wf / p).read_text())
+        plan = json.loads((wf / f".plans/{recipe}/c{conc}.json").read_text())
+        doc["identity"]["plan_fingerprint"] = plan["fingerprints"]["plan"]
+        doc["source"] = json.loads((wf / f".plans/{recipe}/source.json").read_text())
+        (wf / p).write_text(json.dumps(doc))
+
+
+def test_a_trace_edited_in_place_makes_its_points_stale_and_why_names_it(settled):
+    """Both local recipes replay the same trace: one row changed in place reruns all their points,
+    and the cause names the file (the plan holds the data's digest, render/dataid)."""
+    from helpers import servesweep
+
+    _measured_with_current_plans(settled)
+    assert stale_points(settled) == set()
+    trace = settled / "recipes/traces/local-sessions.jsonl"
+    rows = trace.read_text().splitlines()
+    row = json.loads(rows[0])
+    rows[0] = json.dumps({**row, "output_length": row["output_length"] + 1})
+    trace.write_text("\n".join(rows) + "\n")
+    assert stale_points(settled) == ALL_POINTS
+    why = servesweep("why", cwd=settled)
+    assert why.returncode == 0, why.stderr
+    line = next(ln for ln in why.stdout.splitlines() if ln.startswith("local-agg-2x-mocker:"))
+    assert "stale — data: dataset recipes/traces/local-sessions.jsonl sha256:" in line, why.stdout
+    assert ";" not in line and "model" not in line  # the trace alone changed
+
+
+def test_a_truncated_result_is_listed_by_the_dry_run_and_nothing_moves(settled):
+    """The dry run lists what the real run will run: a damaged result's point, with its cause."""
+    path = settled / "results/local-agg-2x-mocker/c16.json"
+    path.write_bytes(path.read_bytes()[:80])
+    r = snakemake(settled, "-n", "results/summary.md")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout + r.stderr
+    assert set(re.findall(r"output: (results/[^,\s]+/c\d+\.json)", out)) == {str(path.relative_to(settled))}
+    assert "results/local-agg-2x-mocker/c16.json: not JSON" in r.stderr and "moves it aside" in r.stderr
+    assert len(path.read_bytes()) == 80 and not list(path.parent.glob("*.unreadable-*"))  # nothing moved

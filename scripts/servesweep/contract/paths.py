@@ -143,6 +143,11 @@ def plan_file(recipe: str, conc: int, rehearsal: bool = False, probe: bool = Fal
     return f"{PLANS}/{_sub(rehearsal)}{recipe}/{'probe-' if probe else ''}c{conc}.json"
 
 
+def damaged_marker(recipe: str, conc: int) -> str:
+    """A dry run's note that the point's result is damaged: an input of its rule (workflow/why.quarantine)."""
+    return f"{PLANS}/{recipe}/c{conc}.damaged"
+
+
 def source_file(recipe: str, rehearsal: bool = False) -> str:
     """What render wrote next to a recipe's plans (workflow/why)."""
     return f"{PLANS}/{_sub(rehearsal)}{recipe}/{SOURCE_FILE}"

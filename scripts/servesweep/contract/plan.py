@@ -24,7 +24,7 @@ from ..fileio.files import write_if_changed
 from ..fileio.yamlio import checked_json, schema_errors
 from . import paths
 
-PLAN_SCHEMA = "servesweep.plan/7"
+PLAN_SCHEMA = "servesweep.plan/8"
 # The runtime-reference grammar: {KIND:PROC[.PORT]} or {NAME}; only the run resolves them.
 REF_KINDS = ("addr", "port", "rank_port")
 REF_NAMES = ("job_id", "run_dir", "workdir", "namespace", "servesweep_python")
@@ -278,6 +278,8 @@ class Plan:
     benchmark: Benchmark
     point: int
     fingerprints: dict
+    data: dict | None  # the dataset aiperf reads, by content (render/dataid); None when synthetic
+    model_data: dict  # the model folder the engines load, by content, or its declared version
 
     @classmethod
     def from_json(cls, doc: dict) -> Plan:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from ..contract.plan import PLAN_SCHEMA, Process
 from ..fileio.encode import digest, encode
 from ..fileio.errors import InputError, Problem
-from . import benchmark, engines, kinds, kvstore, limits, preamble, pythons, telemetry, topology
+from . import benchmark, dataid, engines, kinds, kvstore, limits, preamble, pythons, telemetry, topology
 from .cluster import Cluster
 from .kinds.dynamo_frontend import FRONTEND
 from .plantext import POINT_KEYS, LayoutTexts
@@ -133,6 +133,7 @@ def layout(recipe: Recipe, cluster: Cluster, rehearsal: Cluster | None = None) -
     client = "balancer" if balancer else (frontends or [p for p in procs if p.registers or p.role == "agg"])[0].name
     plan = _plan_doc(recipe, cluster, rehearsal, doc, kind, image, roles, slots, procs)
     limits.check(plan, recipe.doc, recipe.source)
+    plan.update(_data(doc, cluster, rehearsal))
     plan.update(
         client_url=f"http://{{addr:{client}}}:{{port:{client}.http}}",
         frontends=[f.name for f in frontends],
@@ -147,6 +148,29 @@ def layout(recipe: Recipe, cluster: Cluster, rehearsal: Cluster | None = None) -
     return plan, doc, LayoutTexts.of(plan)
 
 
+def data_inputs(recipe: Recipe, cluster: Cluster, rehearsal: Cluster | None = None) -> dict:
+    """The plan's ``data`` and ``model_data`` without rendering it (the render memo's key holds them)."""
+    part = {k: recipe.doc[k] for k in ("scenario", "model", "image") if k in recipe.doc}
+    doc = _fill(part, cluster.placeholders)
+    if rehearsal is not None:
+        doc["model"]["path"] = _rehearsal_model(rehearsal)
+    return _data(doc, cluster, rehearsal)
+
+
+def _data(doc: dict, cluster: Cluster, rehearsal: Cluster | None) -> dict:
+    """What data the point reads, by content (render/dataid): the client's dataset, the servers' model."""
+    dataset = benchmark.settings(doc, 1, cluster, rehearsal)["dataset"]
+    in_container = bool(doc.get("image") and cluster.container_runtime and rehearsal is None)
+    return {
+        "data": dataid.dataset_identity(dataset),
+        "model_data": dataid.model_identity(doc["model"], cluster.container_mounts, in_container),
+    }
+
+
+def _rehearsal_model(rehearsal: Cluster) -> str:
+    return f"{rehearsal.placeholders.get('model_dir', '.cache/models')}/{REHEARSAL_MODEL}"
+
+
 def _effective_recipe(recipe: Recipe, cluster: Cluster, rehearsal: Cluster | None) -> tuple[dict, str, str, str]:
     """(placeholder-filled recipe, engine kind, image, python); rehearsal swaps engines for mockers."""
     doc = _fill(recipe.doc, cluster.placeholders)  # builds new containers: the recipe stays untouched
@@ -155,7 +179,7 @@ def _effective_recipe(recipe: Recipe, cluster: Cluster, rehearsal: Cluster | Non
     python = pythons.resolve(doc["engine"].get("python"), cluster, kind)
     if rehearsal is not None:
         kind, image, python = kinds.get(kind).rehearsal, None, rehearsal.engine_python
-        doc["model"]["path"] = f"{rehearsal.placeholders.get('model_dir', '.cache/models')}/{REHEARSAL_MODEL}"
+        doc["model"]["path"] = _rehearsal_model(rehearsal)
         doc["engine"]["args"] = []
         for role in (doc["topology"].get("disaggregated") or {}).values():
             role.pop("args", None)

@@ -9,8 +9,9 @@ from ..fileio.encode import digest, encode, encode_key
 
 POINT_KEYS = ("benchmark", "point", "resources")  # what a point sets on its layout
 # What the client side decides (with POINT_KEYS): left out of a stack's server identity, so points
-# of recipes that differ only here share one stack. The prefix reset is a client action per point.
-CLIENT_KEYS = ("recipe", "recipe_file", "validity", "stack", *POINT_KEYS)
+# of recipes that differ only here share one stack. The prefix reset is a client action per point; the
+# dataset (``data``) is the client's to read.
+CLIENT_KEYS = ("recipe", "recipe_file", "validity", "stack", "data", *POINT_KEYS)
 
 
 @dataclass(frozen=True)

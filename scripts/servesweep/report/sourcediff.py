@@ -116,7 +116,41 @@ def source_changes(old: dict, new: dict) -> list[Change]:
         out += leaf_changes(oc["doc"], nc["doc"], f"cluster {nc['name']}")
     if old.get("rehearsal") != new.get("rehearsal"):
         out.append(Change("recipe", "rehearsal", old.get("rehearsal"), new.get("rehearsal")))
+    return out + data_changes(old, new)
+
+
+DATA_ROLES = {"data": "dataset", "model_data": "model"}  # the plan's keys (render/dataid)
+
+
+def data_changes(old: dict, new: dict) -> list[Change]:
+    """The data files that differ (where = "data"), named by path: a source that recorded none (made
+    before servesweep kept the data's identity) says so once."""
+    if "data" not in old or "data" not in new:
+        if ("data" in old) != ("data" in new):
+            return [Change("data", "identity", "(not recorded)" if "data" not in old else "recorded",
+                           "(not recorded)" if "data" not in new else "recorded")]  # fmt: skip
+        return []
+    out = []
+    for key, role in DATA_ROLES.items():
+        a, b = (old["data"] or {}).get(key), (new["data"] or {}).get(key)
+        if _data_id(a) != _data_id(b):
+            pa, pb = ((x or {}).get("path") for x in (a, b))
+            path = pb if pa in (pb, None) else f"{pa} → {pb}"
+            out.append(Change("data", f"{role} {path or ''}".strip(), _data_id(a), _data_id(b)))
     return out
+
+
+def _data_id(ident) -> str:
+    """One input's identity as one token: version, its files, content digest or size and mtime."""
+    if not isinstance(ident, dict):
+        return "none"
+    parts = [f"version={ident['version']}"] if ident.get("version") else []
+    if ident.get("kind") == "folder":
+        parts.append(f"files={ident.get('files')}")
+    what = str(ident.get("id") or "")
+    parts.append(what[:19] if what.startswith("sha256:") else what)
+    parts.append("unreadable-here" if ident.get("kind") == "unreadable" else "")
+    return ",".join(p for p in parts if p) or str(ident.get("kind"))
 
 
 def reporting_changes(old: dict, new: dict) -> list[Change]:

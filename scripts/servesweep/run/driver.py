@@ -19,7 +19,20 @@ from ..contract import paths
 from ..contract.heartbeat import Watch
 from ..contract.plan import PREAMBLE_SCRIPT, Plan, plan_source, stack_reuse_allowed
 from ..fileio.errors import plain_text
-from . import bench, credentials, hoststall, log_health, metrics, prefix, repeats, result, server_export, slots, slurm
+from . import (
+    bench,
+    credentials,
+    hoststall,
+    log_health,
+    metrics,
+    prefix,
+    repeats,
+    result,
+    server_export,
+    slots,
+    slurm,
+    window,
+)
 from .curve import Invocation, SharedStack, reset_prefix_caches
 from .driver_io import ORPHANED, Interrupted, Say, now, point_label, private_plan, raise_interrupt
 from .engine_load import figures as engine_load_figures
@@ -251,7 +264,7 @@ def _measure(plan: Plan, stack, run_dir: Path, say, cleanup: list) -> Measuremen
     workers_before, fe_before, smp_before = _scrape_all(plan, ctx)
     art = run_dir / "aiperf"
     engine_urls = {ctx.url(p.metrics_url, p.name): p.name for p in _serving(plan)}
-    argv = bench.aiperf_argv(plan, ctx, art, list(engine_urls))
+    argv = bench.aiperf_argv(plan, ctx, art, [*engine_urls, *window.frontend_urls(plan, ctx)])
     short_tmp = Path(tempfile.mkdtemp(prefix="servesweep-"))
     cleanup.append(lambda: shutil.rmtree(short_tmp, ignore_errors=True))
     env = bench.aiperf_env(plan, run_dir, short_tmp, inherited_env(os.environ))  # the allowlist: no credential
@@ -321,11 +334,17 @@ def _conclude(plan: Plan, stack, m: Measurement, result_path: Path, run_dir: Pat
     records = repeats.request_records(m.artifacts)
     figs, why = result.figures(plan, m.export, m.scrapes, bench.request_outcomes(records))
     exported = server_export.read(m.artifacts)
+    urls = {**m.engine_urls, **window.frontend_urls(plan, stack.info.context(plan))}
+    counting = window.apply(plan, exported, urls, figs, why, window.warmup_requests(records))  # no warm-up counted
     figs["batch_by_role"], figs["preemptions"] = server_export.batch_figures(plan, exported, m.engine_urls, why)
     figs["spec_decode"] = server_export.spec_decode_figures(plan, exported, m.engine_urls, why)
     figs["engine_load"] = engine_load_figures(plan, exported, m.engine_urls, why)  # energy's hook (diagnosis)
     figs["repeats"] = repeats.figures(m.artifacts, m.run_exports, plan.gpus_total)
-    figs["theoretical_prefix_hit"] = prefix.theoretical_hit(plan.benchmark.dataset, records, why)
+    sent = Path(stack.info.run_dir) / "prefix-sent.json"  # blocks the stack's earlier points sent
+    warm = set() if m.caches[0] or stack.position == 1 else prefix.load_warm(sent)  # fresh or reset: cold
+    counting["theoretical_prefix_hit"] = prefix.cache_note(len(warm))
+    figs["theoretical_prefix_hit"] = prefix.theoretical_hit(plan.benchmark.dataset, records, why, warm)
+    prefix.save_warm(sent, warm)
     result.traffic(plan, figs, records, why)
     reasons = m.drift + result.gate(plan, m.export, figs, m.aiperf_rc)
     if reasons:
@@ -347,6 +366,7 @@ def _conclude(plan: Plan, stack, m: Measurement, result_path: Path, run_dir: Pat
     )  # fmt: skip
     health = log_health.scan(plan, Path(info.run_dir))  # the stack's process logs, beside the figures
     doc = result.document(plan, figs, why, m.export, facts) | {"source": source, "logs": health, "stalls": m.stalls}
+    doc["counting"] |= counting
     _write_or_keep(doc, result_path, run_dir, m.artifacts)
     try:  # the result is written: nothing after this may fail the point
         (run_dir / paths.FAILURE_FILE).unlink(missing_ok=True)

@@ -18,27 +18,82 @@ def read(artifact_dir: Path) -> dict | None:
             docs.append(json.loads((d / "server_metrics_export.json").read_text()))
         except (OSError, ValueError):
             return None
-    metrics: dict[str, dict] = {}
+    out: dict[str, dict] = {"metrics": {}, "warmup_metrics": {}}
     for doc in docs:
-        for name, m in (doc.get("metrics") or {}).items():
-            metrics.setdefault(name, {"series": []})["series"] += m.get("series") or []
-    return {"metrics": metrics}
+        for phase, metrics in out.items():
+            for name, m in (doc.get(phase) or {}).items():
+                metrics.setdefault(name, {"series": []})["series"] += m.get("series") or []
+    return out | {"summaries": [d.get("summary") or {} for d in docs]}
 
 
-def _series(doc: dict, metric: str, url_to_process: dict[str, str]) -> list[tuple[str, dict]]:
-    """(process, stats) of each series of ``metric`` scraped from one of the plan's engines."""
+def _series(
+    doc: dict, metric: str, url_to_process: dict[str, str], labels: dict | None = None
+) -> list[tuple[str, dict]]:
+    """(process, stats) of each series of ``metric`` scraped from one of the plan's engines (with ``labels``)."""
     out = []
     for s in ((doc.get("metrics") or {}).get(metric) or {}).get("series", []):
         name = url_to_process.get(s.get("endpoint_url", ""))
-        if name is not None and isinstance(s.get("stats"), dict):
+        mine = all((s.get("labels") or {}).get(k) == v for k, v in (labels or {}).items())
+        if name is not None and mine and isinstance(s.get("stats"), dict):
             out.append((name, s["stats"]))
     return out
 
 
+# Each request's time in an engine's batch, as the engine counts it (vLLM, dynamo.vllm: its running
+# phase, prefill + decode; else an aggregated Dynamo worker's whole handling of the request, its own
+# queue included; a disaggregated decode worker's would include the wait for its prefill: not used).
+# By Little's law its sum over the window divided by the window is the mean number of requests in
+# that batch: every request counts, however briefly, where a gauge sees only the instants it was
+# read. The first a worker exports is used; (metric, labels, the roles it stands for or None: all).
+BUSY_HISTOGRAMS = (
+    ("vllm:request_inference_time_seconds", {}, None),
+    ("dynamo_component_request_duration_seconds", {"dynamo_endpoint": "generate"}, {"agg"}),
+)
+MIN_GAUGE_SAMPLES = 20  # a gauge read fewer times over the window gives no batch figure (docs/point.md)
+
+
+def _busy_batch(doc: dict, url_to_process: dict[str, str], role_of: dict) -> dict[str, tuple[float, int]]:
+    """Engine -> (mean requests in its batch over the window, requests it counted), from BUSY_HISTOGRAMS."""
+    out: dict[str, tuple[float, int]] = {}
+    for metric, labels, roles in BUSY_HISTOGRAMS:
+        found: dict[str, list] = {}
+        for name, st in _series(doc, metric, url_to_process, labels):
+            rate, count = st.get("sum_rate"), st.get("count")
+            if (
+                rate is not None
+                and count is not None
+                and name not in out
+                and role_of[name] in (roles or {role_of[name]})
+            ):
+                found.setdefault(name, []).append((rate, int(count)))
+        # one series per engine and run (repeats): the runs' mean, every run's requests counted
+        out |= {n: (sum(r for r, _ in v) / len(v), sum(c for _, c in v)) for n, v in found.items()}
+    return out
+
+
+def gauge_samples(doc: dict, url: str) -> int | None:
+    """How many times aiperf read an engine's metrics within the profiling window: its fetches over
+    the whole collection, scaled to the window's share of it (aiperf records no per-phase count)."""
+    total = 0
+    for summary in doc.get("summaries") or []:
+        info = (summary.get("endpoint_info") or {}).get(url) or {}
+        window = (summary.get("phase_time_ranges") or {}).get("profiling") or {}
+        fetches, first, last = info.get("total_fetches"), info.get("first_fetch_ns"), info.get("last_fetch_ns")
+        if fetches is None:
+            return None
+        share = 1.0
+        if window.get("start_ns") and window.get("end_ns") and first is not None and last and last > first:
+            share = min(1.0, (window["end_ns"] - window["start_ns"]) / (last - first))
+        total += int(fetches * share)
+    return total or None
+
+
 def batch_figures(plan: Plan, doc: dict | None, url_to_process: dict[str, str], why: dict) -> tuple:
-    """(running batch per role {role: {mean, p99}}, preemptions over the run). Each series is one
-    engine (a DP rank has its own): the role's mean is the mean of its engines' means, its p99 the
-    largest engine p99."""
+    """(running batch per role {role: {mean, p99, source, samples}}, preemptions over the run). The
+    mean comes from the engines' own busy-time counters where they export them (``counters``: the
+    requests counted), else from the running-requests gauge (``gauge``: how often it was read; a role
+    read fewer than MIN_GAUGE_SAMPLES times has no figure). Each series is one engine (a DP rank has
+    its own): the role's mean is the mean of its engines' means, its p99 the largest engine p99."""
     spec = plan.server_metrics["batch"]
     if spec is None:
         why["batch_by_role"] = why["preemptions"] = f"{plan.engine} exports no running-requests gauge here"
@@ -46,15 +101,8 @@ def batch_figures(plan: Plan, doc: dict | None, url_to_process: dict[str, str], 
     if doc is None:
         why["batch_by_role"] = why["preemptions"] = "aiperf wrote no server_metrics_export.json"
         return None, None
-    role_of = {p.name: p.role for p in plan.processes}
-    by_role: dict[str, list[dict]] = {}
-    for name, stats in _series(doc, spec["running"], url_to_process):
-        by_role.setdefault(role_of[name], []).append(stats)
-    batch = {
-        role: {"mean": sum(s.get("avg") or 0.0 for s in st) / len(st), "p99": max(s.get("p99") or 0.0 for s in st)}
-        for role, st in sorted(by_role.items())
-    } or None
-    if batch is None:
+    batch = _batch(plan, doc, url_to_process, spec["running"], why) or None
+    if batch is None and "batch_by_role" not in why:
         why["batch_by_role"] = f"no {spec['running']} series from the engines in aiperf's export"
     preempt = None
     if spec["preemptions"] is None:
@@ -65,6 +113,35 @@ def batch_figures(plan: Plan, doc: dict | None, url_to_process: dict[str, str], 
         if preempt is None:
             why["preemptions"] = f"no {spec['preemptions']} series from the engines in aiperf's export"
     return batch, preempt
+
+
+def _batch(plan: Plan, doc: dict, url_to_process: dict[str, str], gauge: str, why: dict) -> dict:
+    role_of = {p.name: p.role for p in plan.processes}
+    busy = _busy_batch(doc, url_to_process, role_of)
+    gauges: dict[str, list] = {}
+    for name, stats in _series(doc, gauge, url_to_process):
+        gauges.setdefault(role_of[name], []).append((name, stats))
+    out = {}
+    for role, st in sorted(gauges.items()):  # a role the gauge does not see has no batch figure (no p99)
+        names = {n for n, _ in st}
+        p99 = max((s.get("p99") or 0.0 for _, s in st), default=0.0)
+        if names <= set(busy):
+            means = [busy[n][0] for n in names]
+            out[role] = {"mean": sum(means) / len(means), "p99": p99, "source": "counters",
+                         "samples": sum(busy[n][1] for n in names)}  # fmt: skip
+            continue
+        urls = {n: u for u, n in url_to_process.items()}
+        counts = [gauge_samples(doc, urls.get(n, "")) for n in names]
+        samples = min((c for c in counts if c is not None), default=None)
+        if samples is None or samples < MIN_GAUGE_SAMPLES:
+            why["batch_by_role"] = (
+                f"{role}: the {gauge} gauge was read {samples if samples is not None else 'an unknown number of'} "
+                f"time(s) over the window, fewer than {MIN_GAUGE_SAMPLES}: no figure"
+            )
+            continue
+        out[role] = {"mean": sum(s.get("avg") or 0.0 for _, s in st) / len(st), "p99": p99, "source": "gauge",
+                     "samples": samples}  # fmt: skip
+    return out
 
 
 def spec_decode_figures(plan: Plan, doc: dict | None, url_to_process: dict[str, str], why: dict) -> dict | None:

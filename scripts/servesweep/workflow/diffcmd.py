@@ -61,7 +61,8 @@ def _from_recipe(path: Path, cluster: str | None, conc: int | None) -> Measured:
         raise InputError([Problem(str(path), "clusters", f"recipe does not run on cluster {name!r}")])
     point = conc if conc is not None else recipe.concurrency[0]
     plan = render(recipe, clusters[name], point)
-    src = why.source_doc(recipe, clusters[name], False, plan["fingerprints"]["curve"])
+    data = {"data": plan["data"], "model_data": plan["model_data"]}
+    src = why.source_doc(recipe, clusters[name], False, plan["fingerprints"]["curve"], data)
     return Measured(str(path), src, plan["fingerprints"]["plan"], point)
 
 
@@ -81,6 +82,8 @@ def diff_lines(a: Measured, b: Measured) -> tuple[list[str], bool]:
     if same:
         note = ": the differences above change nothing" if changes else ""
         lines.append(f"same measurement (plan fingerprint equal){note}")
+    elif changes and all(c.where == "data" for c in changes):
+        lines.append("same plan, different data: not the same measurement")
     elif not changes:
         lines.append("same recipe and cluster facts, but servesweep renders the plan differently")
     return lines, same

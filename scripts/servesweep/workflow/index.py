@@ -15,7 +15,7 @@ from types import MappingProxyType
 from ..contract.paths import plan_file, result_file
 from ..contract.plan import stack_reuse_allowed
 from ..fileio.errors import InputError, Problem
-from ..render.plan import layout, render_point
+from ..render.plan import data_inputs, layout, render_point
 from ..render.recipe import Recipe
 from ..render.topology import PlacementError
 from .memo import RenderMemo
@@ -45,6 +45,7 @@ class PointIndex:
         self.servers_seen = 0  # how many server fingerprints changed: stack sharing regroups on a change
         self._layouts: dict = {}
         self._memo_keys: dict = {}
+        self._data: dict = {}  # (recipe, rehearsal) -> what its points read (render/dataid)
         self._first_render: dict = {}  # (recipe, conc) -> (plan, text) rendered for the argument check
 
     @property
@@ -128,12 +129,21 @@ class PointIndex:
             raise InputError([Problem(result_file(recipe, conc), "target", "no such point in any recipe")])
 
     def memo_key(self, recipe: str, rehearsal: bool) -> str:
+        """The recipe, its clusters, the code and the data its points read."""
         if (recipe, rehearsal) not in self._memo_keys:
             r = self.recipes[recipe]
             own = self.own_cluster(r) if rehearsal else self.cluster
             local = self.clusters["local"] if rehearsal else None
-            self._memo_keys[(recipe, rehearsal)] = self.memo.key(r, own, local)
+            self._memo_keys[(recipe, rehearsal)] = self.memo.key(r, own, local, self.data(recipe, rehearsal))
         return self._memo_keys[(recipe, rehearsal)]
+
+    def data(self, recipe: str, rehearsal: bool = False) -> dict:
+        """The plan's ``data`` and ``model_data`` of the recipe's points (a file's digest read once)."""
+        if (recipe, rehearsal) not in self._data:
+            r = self.recipes[recipe]
+            own = self.own_cluster(r) if rehearsal else self.cluster
+            self._data[(recipe, rehearsal)] = data_inputs(r, own, self.clusters["local"] if rehearsal else None)
+        return self._data[(recipe, rehearsal)]
 
     def curve_fingerprint(self, recipe: str, rehearsal: bool) -> str:
         return self._curves[(recipe, rehearsal)]

@@ -29,6 +29,7 @@ from pathlib import Path
 from ..contract import paths
 from ..fileio.encode import canonical, digest
 from ..fileio.files import write_if_changed
+from ..render import dataid
 
 FORMAT = "servesweep.render-memo/3"
 SETTLED_NS = 1_000_000_000  # a file changed this recently may change again within one timestamp tick
@@ -54,25 +55,28 @@ class RenderMemo:
     def __init__(self, root: Path):
         self.path = Path(root) / paths.MEMO_FILE
         self.code = code_digest()
-        self.kept, self.valid_kept, self.files_kept = self._load()
+        self.kept, self.valid_kept, self.files_kept, digests = self._load()
+        dataid.look_again()
+        dataid.remember(digests)  # the data files' digests, by stat (render/dataid)
         self.used: dict[str, dict] = {}
         self.valid_used: set[str] = set()
         self.files_used: dict[str, list] = {}  # path -> [what it was written from, its stat]
         self._saved = (self.kept, self.valid_kept, self.files_kept)  # what the file holds
         self._cluster_digests: dict[str, str] = {}
 
-    def _load(self) -> tuple[dict, set, dict]:
+    def _load(self) -> tuple[dict, set, dict, dict]:
         """The file: its format, the sha256 of the body, then the body (one line each)."""
         try:
             fmt, check, body = self.path.read_bytes().split(b"\n", 2)
             if fmt.decode() == FORMAT and check.decode() == text_digest(body):
                 doc = json.loads(body)
                 points, valid, files = doc["points"], doc["valid"], doc["files"]
+                digests = doc.get("digests") if isinstance(doc.get("digests"), dict) else {}
                 if isinstance(points, dict) and isinstance(valid, list) and isinstance(files, dict):
-                    return points, {v for v in valid if isinstance(v, str)}, files
+                    return points, {v for v in valid if isinstance(v, str)}, files, digests
         except (OSError, ValueError, KeyError, TypeError):
             pass
-        return {}, set(), {}
+        return {}, set(), {}, {}
 
     def recipe_key(self, label: str, doc: dict, only_cluster: str | None, clusters: dict) -> str:
         facts = [(name, self._facts(c)) for name, c in sorted(clusters.items())]
@@ -84,9 +88,10 @@ class RenderMemo:
     def keep_valid(self, key: str) -> None:
         self.valid_used.add(key)
 
-    def key(self, recipe, cluster, rehearsal_cluster) -> str:
+    def key(self, recipe, cluster, rehearsal_cluster, data: dict | None = None) -> str:
+        """``data``: what the point reads (render/dataid), which its plan holds."""
         facts = [self._facts(c) if c else None for c in (cluster, rehearsal_cluster)]
-        return digest(canonical([self.code, recipe.source, recipe.doc, facts]))
+        return digest(canonical([self.code, recipe.source, recipe.doc, facts, data]))
 
     def _facts(self, cluster) -> str:
         if cluster.name not in self._cluster_digests:
@@ -143,14 +148,18 @@ class RenderMemo:
         """Keep what this run used (the memo follows the current recipes); called again after more
         was used, it writes only what changed since."""
         now = (self.used, self.valid_used, self.files_used)
-        if now == self._saved:
+        digests, new_digests = dataid.known()
+        if now == self._saved and not new_digests:
             return
-        body = canonical({"points": self.used, "valid": sorted(self.valid_used), "files": self.files_used})
+        body = canonical(
+            {"points": self.used, "valid": sorted(self.valid_used), "files": self.files_used, "digests": digests}
+        )
         try:
             write_if_changed(self.path, f"{FORMAT}\n{text_digest(body.encode())}\n{body}")
         except OSError:  # an unwritable memo only costs the next run its rendering
             return
         self._saved = ({key: dict(points) for key, points in self.used.items()}, set(now[1]), dict(now[2]))
+        dataid.saved()
 
 
 def _stat(path) -> list[int] | None:

@@ -89,14 +89,18 @@ class RuleKit:
 
         return probes
 
-    def point_plan(self):
-        """A point's plan: written before the DAG is built, or a probe's job's output."""
+    def point_inputs(self):
+        """A point's plan (written before the DAG is built, or a probe's job's output) and, in a dry
+        run, the marker of its damaged result (newer than it: listed as to be remeasured). One input
+        function: each costs Snakemake a call per job."""
 
         @wildcards_only
-        def plan(wildcards):
-            return self.sel.plan_path(wildcards.recipe, int(wildcards.conc))
+        def inputs(wildcards):
+            recipe, conc = wildcards.recipe, int(wildcards.conc)
+            damaged = getattr(self.sel, "damaged", lambda recipe, conc: [])(recipe, conc)
+            return {"plan": self.sel.plan_path(recipe, conc), **({"damaged": damaged} if damaged else {})}
 
-        return plan
+        return inputs
 
     def recipe_source(self, wildcards) -> str:
         return self.sel.recipe_source(wildcards.recipe)

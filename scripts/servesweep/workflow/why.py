@@ -20,14 +20,15 @@ from ..contract.plan import PLAN_SCHEMA
 from ..fileio.encode import canonical, digest
 from ..fileio.yamlio import checked_json
 from ..render.cluster import Cluster, _from_doc
-from ..render.plan import render
+from ..render.plan import data_inputs, render
 from ..render.recipe import Recipe
 from ..report.sourcediff import _ABSENT, CUT, SOURCE_SCHEMA, Change, cut, reporting_changes, source_changes
 
 MAX_LINES = 20  # the dry run's cause lines before "… N more"
 
 
-def source_doc(recipe: Recipe, cluster: Cluster, rehearsal: bool, curve_fingerprint: str) -> dict:
+def source_doc(recipe: Recipe, cluster: Cluster, rehearsal: bool, curve_fingerprint: str, data=None) -> dict:
+    """``data``: what the points read (the plan's ``data`` and ``model_data``); read here when not given."""
     return {
         "schema": SOURCE_SCHEMA,
         "plan_schema": PLAN_SCHEMA,
@@ -35,6 +36,7 @@ def source_doc(recipe: Recipe, cluster: Cluster, rehearsal: bool, curve_fingerpr
         "cluster": {"name": cluster.name, "file": cluster.source, "doc": cluster.doc},
         "rehearsal": rehearsal,
         "curve_fingerprint": curve_fingerprint,
+        "data": data if data is not None else data_inputs(recipe, cluster),
     }
 
 
@@ -45,34 +47,59 @@ def read_result(path: Path) -> tuple[dict | None, str | None]:
 
 
 def quarantine(root: Path, recipes: list[str], move: bool = True) -> list[str]:
-    """Name every unusable result of these recipes, one line each. With ``move`` (a real run, never a
-    dry run) move it aside (``c4.json.unreadable-1``: its bytes are kept) so Snakemake sees the point
-    missing and reruns it; a dry run only names it. A symbolic link is neither read nor moved."""
+    """One line per unusable result of these recipes. With ``move`` (a
+    real run, never a dry run) move it aside (``c4.json.unreadable-1``: its bytes are kept) so
+    Snakemake sees the point missing and reruns it. A dry run moves nothing: it writes a marker
+    beside the point's plan (``paths.damaged_marker``, an input of the point's rule, newer than the
+    result), so `snakemake -n` lists the point as the real run will run it. A symbolic link is
+    neither read nor moved."""
     lines = []
     for name in recipes:
+        damaged = set()
         folder = root / paths.RESULTS / name
         if folder.is_symlink():
             lines.append(f"{folder.relative_to(root)}: a symbolic link: never followed; move it away yourself")
             continue
-        for _, path in paths.point_files(folder):
-            rel = path.relative_to(root)
+        for conc, path in paths.point_files(folder):
             if not (path.is_file() or path.is_symlink()):
                 continue
-            if path.is_symlink():
-                lines.append(f"{rel}: a symbolic link: never followed; move it away yourself")
-                continue
-            doc, reason = read_result(path)
-            if doc is not None:
-                continue
-            if not move:
-                lines.append(f"{rel}: {reason}: a real run moves it aside and reruns the point")
-                continue
-            n = 1
-            while (aside := path.with_name(f"{path.name}.unreadable-{n}")).exists():
-                n += 1
-            path.rename(aside)
-            lines.append(f"{rel}: {reason}: moved to {aside.name}; the point reruns")
+            line = _quarantined(root, path, move)
+            if line:
+                lines.append(line)
+                damaged |= set() if path.is_symlink() or move else {conc}
+        _mark_damaged(root, name, damaged)
     return lines
+
+
+def _quarantined(root: Path, path: Path, move: bool) -> str | None:
+    """The line for one result that cannot be used (moved aside with ``move``), or None."""
+    rel = path.relative_to(root)
+    if path.is_symlink():
+        return f"{rel}: a symbolic link: never followed; move it away yourself"
+    doc, reason = read_result(path)
+    if doc is not None:
+        return None
+    if not move:
+        return f"{rel}: {reason}: a real run moves it aside and reruns the point (listed; this dry run moved nothing)"
+    n = 1
+    while (aside := path.with_name(f"{path.name}.unreadable-{n}")).exists():
+        n += 1
+    path.rename(aside)
+    return f"{rel}: {reason}: moved to {aside.name}; the point reruns"
+
+
+def _mark_damaged(root: Path, recipe: str, concs: set) -> None:
+    """Exactly the damaged points' markers: written (kept unchanged when already there), the others removed."""
+    for conc in concs:
+        marker, result = root / paths.damaged_marker(recipe, conc), root / result_file(recipe, conc)
+        if not marker.exists() or marker.stat().st_mtime_ns <= result.stat().st_mtime_ns:
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.write_text(f"{result_file(recipe, conc)} is damaged: the point is remeasured\n")
+            if marker.stat().st_mtime_ns <= result.stat().st_mtime_ns:  # a result dated in the future
+                os.utime(marker, ns=(result.stat().st_mtime_ns + 1_000_000_000,) * 2)
+    for marker in (root / paths.damaged_marker(recipe, 1)).parent.glob("c*.damaged"):
+        if not (marker.stem[1:].isdigit() and int(marker.stem[1:]) in concs):
+            marker.unlink(missing_ok=True)
 
 
 def used_changes(changes: list[Change], recipe: Recipe, cluster: Cluster, conc: int, fingerprint: str) -> list[Change]:
@@ -180,7 +207,7 @@ def check_staleness(root: Path, recipe: Recipe, stack_fingerprint: str) -> list[
     """Why each of the recipe's checks would rerun: its evals (always targets of the summary) and
     its API smoke where one was measured. A check follows its stack's plan (the smoke point's) and
     its own settings, and nothing else."""
-    settings = {f"eval-{b}": digest(canonical(settings_doc(b, s))) for b, s in recipe.evals.items()}
+    settings = {f"eval-{b}": _eval_settings_digest(root, recipe.name, b, s) for b, s in recipe.evals.items()}
     wanted = [(f"eval-{b}", paths.eval_file(recipe.name, b), "eval.schema.yaml", "settings") for b in recipe.evals]
     smoke = root / paths.SMOKE.format(recipe=recipe.name)
     if smoke.exists():
@@ -198,8 +225,22 @@ def check_staleness(root: Path, recipe: Recipe, stack_fingerprint: str) -> list[
             out.append(f"{name}: stale — its stack's plan changed (c{min(recipe.concurrency)}, the stack it runs on)")
         elif doc["identity"][key] != settings[name]:
             what = "the request set" if name == "smoke" else f"evals.{name[5:]}"
-            out.append(f"{name}: stale — {what} changed (only this check reruns)")
+            more = "" if name == "smoke" else "its settings or its questions' copy; "
+            out.append(f"{name}: stale — {what} changed ({more}only this check reruns)")
     return out
+
+
+def _eval_settings_digest(root: Path, recipe: str, benchmark: str, settings: dict) -> str:
+    """The digest the eval's result records when current: of its settings as the recipe says now, with
+    the questions' copy (checks/evaldata) as the settings file last recorded it."""
+    now = settings_doc(benchmark, settings)
+    try:
+        written = json.loads((root / paths.eval_settings_file(recipe, benchmark)).read_text())
+    except (OSError, ValueError):
+        written = None
+    if isinstance(written, dict) and "data" in written:
+        now["data"] = written["data"]
+    return digest(canonical(now))
 
 
 def _listing(folder: Path) -> set[str]:

@@ -10,6 +10,7 @@ import os
 import time
 from pathlib import Path
 
+from ..checks.evaldata import eval_data
 from ..checks.evalsets import settings_doc
 from ..contract import heartbeat
 from ..contract.paths import (
@@ -20,6 +21,7 @@ from ..contract.paths import (
     bill_file,
     capacity_file,
     capacity_settings_file,
+    damaged_marker,
     eval_settings_file,
     missing_file,
     plan_file,
@@ -50,6 +52,7 @@ class Workflow:
         self._unwritten_curves: set = set()
         self._written: set = set()  # (recipe, conc, rehearsal) whose plan this run has written
         self.beat: heartbeat.Beat | None = None
+        self._damaged: dict[str, set] = {}  # recipe -> its damaged results' marker names
 
     # what the rules read (the selection's answers)
     @property
@@ -114,10 +117,12 @@ class Workflow:
     def _write_eval_settings(self) -> None:
         """Each eval's settings beside the recipe's plans (an edit reruns that eval only), its
         questions checked in the cluster's datasets cache like a point's inputs."""
+        home = self.sel.root / Path(self.sel.cluster.hf_home or "~/.cache/huggingface").expanduser()
         for r in self.sel.selected:
             for benchmark, settings in r.evals.items():
                 doc = settings_doc(benchmark, settings)
                 self.sel.preflight_eval(r, doc)
+                doc["data"] = eval_data(home, benchmark, settings.get("tasks"))  # its questions' copy
                 if not self.sel.preflight_problems:
                     write_if_changed(self.sel.root / eval_settings_file(r.name, benchmark), canonical(doc))
 
@@ -159,7 +164,7 @@ class Workflow:
             def source(name=name, curve=curve) -> str:
                 r = self.sel.recipes[name]
                 own = self.sel.index.own_cluster(r) if rehearsal else self.sel.cluster
-                return canonical(why.source_doc(r, own, rehearsal, curve))
+                return canonical(why.source_doc(r, own, rehearsal, curve, self.sel.index.data(name, rehearsal)))
 
             self._write_made(self.sel.root / source_file(name, rehearsal), made_from, source)
 
@@ -177,6 +182,18 @@ class Workflow:
 
     def plan_path(self, recipe: str, conc: int) -> str:
         return self.sel.index.plan_path(recipe, conc)
+
+    def damaged(self, recipe: str, conc: int) -> list[str]:
+        """The dry run's marker of the point's damaged result (why.quarantine), an input of its rule
+        so `snakemake -n` lists it; none in a real run (the result was moved aside)."""
+        concs = self._damaged.get(recipe)
+        if concs is None:
+            try:
+                names = os.listdir(self.sel.root / damaged_marker(recipe, 1).rsplit("/", 1)[0])
+            except OSError:
+                names = []
+            concs = self._damaged[recipe] = {n[1:-8] for n in names if n.endswith(".damaged")}
+        return [damaged_marker(recipe, conc)] if concs and str(conc) in concs else []
 
     def recipe_source(self, recipe: str) -> str:
         return self.sel.recipes[recipe].source
