@@ -76,6 +76,8 @@ KEPT_ACROSS_RESTARTS = frozenset(
 STATE_DIR = ".snakemake/servesweep"
 YAML_CACHE = f"{STATE_DIR}/recipes-parsed.json"
 MEMO_FILE = f"{STATE_DIR}/rendered.json"
+SNAKEMAKE_LOCKS = ".snakemake/locks"  # Snakemake's own lock files (run/stalelock)
+RUN_OWNERS = f"{STATE_DIR}/owners"  # one record per main snakemake running here (run/stalelock)
 HEARTBEAT_DIR = f"{STATE_DIR}/heartbeats"
 # in schemas/: what a point's result (and a capacity probe's) must match
 RESULT_SCHEMA_FILE = "result.schema.yaml"

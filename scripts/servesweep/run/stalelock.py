@@ -22,8 +22,10 @@ from pathlib import Path
 
 import psutil
 
-LOCKS = ".snakemake/locks"
-OWNERS = ".snakemake/servesweep/owners"
+from ..contract import paths
+
+LOCKS = paths.SNAKEMAKE_LOCKS
+OWNERS = paths.RUN_OWNERS
 
 
 def settle(root: Path, dry_run: bool, argv: list[str] | None = None, say=None) -> None:
