@@ -24,7 +24,14 @@ if TYPE_CHECKING:
 SETTINGS_SCHEMA = "servesweep.profile-settings/1"
 DEFAULT_WINDOW_S = 5.0
 # nsys's capture range follows the engine's own start/stop (vLLM's cuda profiler, SGLang's CUDA_PROFILER)
-NSYS = ["nsys", "profile", "--capture-range=cudaProfilerApi", "--capture-range-end=stop", "--trace=cuda,nvtx,osrt"]
+# (stop-shutdown: nsys writes its report when the range ends, not when the stack is stopped)
+NSYS = [
+    "nsys",
+    "profile",
+    "--capture-range=cudaProfilerApi",
+    "--capture-range-end=stop-shutdown",
+    "--trace=cuda,nvtx,osrt",
+]
 
 
 def section(recipe: Recipe) -> dict | None:
@@ -85,12 +92,14 @@ def profile_files(recipe: Recipe, point_plan: dict) -> tuple[dict, dict]:
         argv, env = profiler.enable(prof["kind"], traces, steps if profiler.steps_at_start else None)
         p["argv"] = p["argv"] + argv
         p["env"] = {**p["env"], **env}
-        if prof["kind"] == "nsys":
+        files = "*"
+        if prof["kind"] == "nsys":  # in the run dir (nsys makes no folder); its report once the range ends
+            traces, files = "{run_dir}", f"{p['name']}.nsys-rep"
             p["argv"] = [*NSYS, "--output", f"{traces}/{p['name']}", *p["argv"]]
         body = profiler.start_body(prof["kind"], traces, None if profiler.steps_at_start else steps)
         url = f"http://{{addr:self}}:{{port:self.{profiler.port}}}"
         started.append(
-            {"name": p["name"], "role": p["role"], "traces": traces, "body": body,
+            {"name": p["name"], "role": p["role"], "traces": traces, "files": files, "body": body,
              "start": None if p["headless"] else url + profiler.start,
              "stop": None if p["headless"] else url + profiler.stop}
         )  # fmt: skip
