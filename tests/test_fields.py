@@ -26,6 +26,7 @@ DESCRIPTIVE = {
     "capacity.": "the capacity search: which probes exist and when it stops (report/capacity)",
     "stack.linger_s": "how long a stack stays up after a run's last point (the curve file): not what it measures",
     "evals.": "the recipe's accuracy benchmarks: eval targets on its stack with settings of their own (run/evals)",
+    "profile.": "an engine profile: its own target with a plan and settings of its own (render/profiling)",
     "slo.": "the summary's verdicts and the capacity search's pass/fail: results are kept, SLOs re-judged",
     "sweep.": "the variants a recipe expands into (each its own recipe and plans: tests/test_sweeps.py)",
     "cluster:name": "the cluster's identity (profile/--config cluster=)",

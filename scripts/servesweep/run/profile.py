@@ -24,7 +24,7 @@ from .ready import PointFailed
 SCHEMA = "servesweep.profile/1"
 SETTINGS_SCHEMA = "servesweep.profile-settings/1"  # render/profiling writes it
 STEPS_DEADLINE_S = 120.0  # a load that has not let the engine record its steps by then fails the profile
-TRACE_DEADLINE_S = 120.0  # the traces written after the stop (a large one takes a while)
+TRACE_DEADLINE_S = 300.0  # the stop answers once the engine wrote its traces (a large one takes a while)
 REQUEST_TIMEOUT_S = 60.0
 MAX_TOKENS = 32
 PROMPT = "Profile this engine: count from one to fifty, one number per line."
@@ -77,11 +77,11 @@ class Load:
             t.join(REQUEST_TIMEOUT_S)
 
 
-def http_post(url: str, body: dict) -> tuple[int, str]:
+def http_post(url: str, body: dict, timeout: float) -> tuple[int, str]:
     """(status, answer text); the profiler endpoints answer with an empty body (0: no answer)."""
     req = urllib.request.Request(url, json.dumps(body).encode(), {"content-type": "application/json"}, method="POST")
     try:
-        with urllib.request.urlopen(req, timeout=REQUEST_TIMEOUT_S) as r:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
             return r.status, r.read().decode("utf-8", "replace")
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode("utf-8", "replace")
@@ -93,7 +93,7 @@ def _post(ctx, proc: dict, which: str, tolerate=None) -> None:
     """POST the profiler's start or stop on one process; PointFailed on a refusal (``tolerate``: say it)."""
     url = ctx.resolve(proc[which], proc["name"])
     body = json.loads(ctx.resolve(json.dumps(proc["body"]), proc["name"])) if which == "start" else {}
-    code, answer = http_post(url, body)
+    code, answer = http_post(url, body, REQUEST_TIMEOUT_S if which == "start" else TRACE_DEADLINE_S)
     if code != 200:
         why = f"profile: {which} on {proc['name']}: HTTP {code} from {url}: {str(answer)[:200]}"
         if tolerate is None:
