@@ -181,11 +181,11 @@ class _Ctx:
 
 @pytest.mark.integration
 def test_real_vllm_profile_names_the_model_operators_and_leaves_the_point_alone(tmp_path):
-    """One vLLM replica on the CPU started with its torch profiler, 3 s of load: the trace names the
+    """One vLLM replica on the CPU started with its torch profiler, 2 s of load: the trace names the
     model's operators; the point of the same recipe keeps its plan and gets no result from it."""
     wf = copy_workflow(tmp_path / "wf", recipes=[])
     name = "local-vllm-profile"
-    _recipe(wf / "recipes", "local-agg-2x-vllm-cpu", {"kind": "torch", "window_s": 3}, _one_replica)
+    _recipe(wf / "recipes", "local-agg-2x-vllm-cpu", {"kind": "torch", "window_s": 2}, _one_replica)
     plain = load_recipe(_recipe(tmp_path, "local-agg-2x-vllm-cpu", None, _one_replica))
     target = paths.profile_dir(name, 2)
     with no_processes_left(wf):
@@ -193,10 +193,12 @@ def test_real_vllm_profile_names_the_model_operators_and_leaves_the_point_alone(
     assert r.returncode == 0, (r.stdout + r.stderr)[-5000:]
     index = json.loads((wf / target / paths.PROFILE_INDEX).read_text())
     (row,) = index["processes"]
-    assert row["role"] == "agg" and index["load"]["answered"] > 0 and index["profile"]["window_s"] == 3
+    assert row["role"] == "agg" and index["load"]["answered"] > 0 and index["profile"]["window_s"] == 2
     text = b"".join(_trace_bytes(wf / target / f["path"]) for f in row["files"])
-    assert b"aten::mm" in text or b"aten::linear" in text, [f["path"] for f in row["files"]]
-    assert b"LlamaAttention" in text or b"attention" in text.lower()
+    # the Llama layers' operators as the engine runs them (CPU: oneDNN's packed linear; GPU: aten::mm)
+    assert any(op in text for op in (b"weight_packed_linear", b"aten::mm", b"aten::linear")), row["files"]
+    for op in (b"unified_attention", b"rotary_embedding", b"aten::silu", b"aten::rsqrt"):
+        assert op in text, op
     point_plan = json.loads((wf / paths.plan_file(name, 2)).read_text())  # written by the same run
     assert point_plan["fingerprints"] == render(plain, CLUSTERS["local"], 2)["fingerprints"]
     assert not (wf / paths.result_file(name, 2)).exists()  # the profiled load is no point's result

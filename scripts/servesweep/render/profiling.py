@@ -9,7 +9,6 @@ file says which processes to start and stop, with which request, and where their
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING
 
 from ..contract import paths
 from ..contract.plan import ENGINE_ROLES
@@ -17,9 +16,8 @@ from ..fileio.encode import canonical, digest
 from ..fileio.errors import Problem
 from . import kinds
 
-if TYPE_CHECKING:
-    from .cluster import Cluster
-    from .recipe import Recipe
+# (render/recipe asks these checks of its Recipe, so this module takes a recipe and a cluster untyped:
+# importing their modules, even for types, would close a circle)
 
 SETTINGS_SCHEMA = "servesweep.profile-settings/1"
 DEFAULT_WINDOW_S = 5.0
@@ -34,11 +32,11 @@ NSYS = [
 ]
 
 
-def section(recipe: Recipe) -> dict | None:
+def section(recipe) -> dict | None:
     return recipe.doc.get("profile")
 
 
-def problems(recipe: Recipe) -> list[Problem]:
+def problems(recipe) -> list[Problem]:
     """What no cluster changes: a kind with no profiler, a window given twice, roles the recipe lacks."""
     prof, label = section(recipe), recipe.source
     if prof is None:
@@ -62,7 +60,7 @@ def problems(recipe: Recipe) -> list[Problem]:
     return out
 
 
-def cluster_problems(recipe: Recipe, cluster: Cluster) -> list[Problem]:
+def cluster_problems(recipe, cluster) -> list[Problem]:
     """A profile field that could have no effect on this cluster."""
     prof = section(recipe)
     if prof is None or prof["kind"] != "nsys" or not cluster.cpu_engine:
@@ -71,12 +69,12 @@ def cluster_problems(recipe: Recipe, cluster: Cluster) -> list[Problem]:
     return [Problem(recipe.source, "profile.kind", reason)]
 
 
-def concurrency(recipe: Recipe) -> int | None:
+def concurrency(recipe) -> int | None:
     prof = section(recipe)
     return None if prof is None else prof.get("concurrency") or recipe.concurrency[0]
 
 
-def profile_files(recipe: Recipe, point_plan: dict) -> tuple[dict, dict]:
+def profile_files(recipe, point_plan: dict) -> tuple[dict, dict]:
     """(the profile's plan, its settings) from the point's plan at the profile's concurrency: the
     profiled roles' processes given the profiler, on a stack of its own (no warm stack shares it)."""
     prof, conc = section(recipe), concurrency(recipe)
@@ -105,7 +103,7 @@ def profile_files(recipe: Recipe, point_plan: dict) -> tuple[dict, dict]:
         )  # fmt: skip
     plan["stack"] = {**plan["stack"], "reuse": False}  # the profiled stack is its own, stopped after
     body = digest(canonical({k: v for k, v in plan.items() if k != "fingerprints"}))
-    plan["fingerprints"] = {"plan": body, "curve": body, "server": f"profile-{body[:16]}"}
+    plan["fingerprints"] = {"plan": body, "curve": body, "server": digest(f"profile {body}")}  # no point's stack
     settings = {
         "schema": SETTINGS_SCHEMA, "recipe": recipe.name, "kind": prof["kind"], "concurrency": conc,
         "window_s": None if steps else float(prof.get("window_s", DEFAULT_WINDOW_S)), "steps": steps,
