@@ -108,7 +108,7 @@ rule profile:
     conda:
         SW_ENV
     resources:
-        **CHECK_RESOURCES,
+        **KIT.plan_resources(check=True, smoke_point=True),  # the stack's shape: the same at any concurrency
         point_slots=1,
     shell:
         "servesweep run-profile {input.plan:q} {input.settings:q} {output.profile:q} 2>&1 | tee {log:q}"

@@ -214,3 +214,17 @@ def _one_replica(doc: dict) -> None:
 def _trace_bytes(path: Path) -> bytes:
     data = path.read_bytes()
     return gzip.decompress(data) if path.suffix == ".gz" else data
+
+
+def test_slurm_dry_run_sizes_the_profile_job_from_the_stack_and_wraps_it_in_nsys(tmp_path):
+    """A profile at a concurrency no point has: its job is the stack's shape; its plan runs nsys."""
+    name = "gemma4-hgx02-4x-tp2-sglang"
+    wf = copy_workflow(tmp_path / "wf", recipes=[])
+    _recipe(wf / "recipes", name, {"kind": "nsys", "window_s": 4, "concurrency": 3})
+    r = snakemake(wf, "-n", paths.profile_dir(name, 3), profile="profiles/slurm-hgx02", timeout=300)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    assert "rule profile:" in r.stdout and "gres=gpu:8" in r.stdout, r.stdout[-3000:]
+    plan = json.loads((wf / paths.profile_plan_file(name, 3)).read_text())
+    engines = [p for p in plan["processes"] if p["role"] == "agg"]
+    assert len(engines) == 4 and all(p["argv"][:2] == ["nsys", "profile"] for p in engines)
+    assert plan["point"] == 3 and plan["launcher"] == "slurm"

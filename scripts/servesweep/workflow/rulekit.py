@@ -36,8 +36,9 @@ class RuleKit:
             return int(wildcards.conc)
         return self.sel.smoke_point(wildcards.recipe)
 
-    def plan_resources(self, check: bool = False) -> dict:
-        """Slurm resources straight from the point's plan (``check``: a check on the point's stack);
+    def plan_resources(self, check: bool = False, smoke_point: bool = False) -> dict:
+        """Slurm resources straight from the point's plan (``check``: a check on the point's stack;
+        ``smoke_point``: the recipe's smoke point's, for a profile whose concurrency may be no point's);
         none when nothing submits jobs (each resource costs Snakemake ~0.3 ms per job and a column in
         every dry-run job)."""
         if not self.sel.submits_jobs:
@@ -45,7 +46,8 @@ class RuleKit:
 
         def pick(key):
             def get(wildcards):
-                return slurm_resources(self.sel.resources(wildcards.recipe, self.point_conc(wildcards), check))[key]
+                conc = self.sel.smoke_point(wildcards.recipe) if smoke_point else self.point_conc(wildcards)
+                return slurm_resources(self.sel.resources(wildcards.recipe, conc, check))[key]
 
             return get
 
