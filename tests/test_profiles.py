@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import gzip
 import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -167,6 +170,53 @@ def test_dry_run_lists_the_profile_alone_and_refuses_another_concurrency(tmp_pat
         assert (wf / f("local-agg-2x-vllm-cpu", 2)).is_file()
     r = snakemake(wf, "-n", paths.profile_dir("local-agg-2x-vllm-cpu", 4))
     assert r.returncode != 0 and "its profile runs at concurrency 2" in r.stdout + r.stderr
+
+
+def test_capture_starts_loads_and_stops_each_engine_in_order(tmp_path):
+    """Against a stand-in engine: start on each profiled process, the load only inside the window, stop,
+    then the traces the stop wrote; the index counts the load's requests."""
+    events: list[str] = []
+    server = _StandInEngine(events, tmp_path / paths.PROFILE_TRACES / "agg-0")
+    try:
+        url = f"http://127.0.0.1:{server.server_port}"
+        traces = f"{{run_dir}}/{paths.PROFILE_TRACES}/agg-0"
+        proc = {"name": "agg-0", "role": "agg", "traces": traces, "files": "*", "body": {"dir": "{run_dir}"},
+                "start": url + "/start_profile", "stop": url + "/stop_profile"}  # fmt: skip
+        settings = {"kind": "torch", "window_s": 1.0, "steps": None, "concurrency": 2, "processes": [proc]}
+        stack = SimpleNamespace(info=SimpleNamespace(context=lambda plan: _Ctx(tmp_path)), check=lambda when: None)
+        plan = SimpleNamespace(client_url=url, model={"name": "m"})
+        load, found = run_profile._capture(plan, stack, settings, lambda line: None)
+    finally:
+        server.shutdown()
+    assert events[0] == f"start {tmp_path}" and events[-1] == "stop" and "chat" in events
+    assert load["requests"] == events.count("chat") and load["answered"] == load["requests"] > 0
+    assert [f.name for f in found["agg-0"]] == ["trace.json"]
+
+
+class _StandInEngine(ThreadingHTTPServer):
+    """Answers the profiler's start and stop (the stop writes a trace) and chat requests, noting each."""
+
+    def __init__(self, events: list[str], traces: Path):
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - http.server's name
+                body = json.loads(self.rfile.read(int(self.headers["content-length"])) or b"{}")
+                if self.path == "/start_profile":
+                    events.append(f"start {body['dir']}")
+                elif self.path == "/stop_profile":
+                    traces.mkdir(parents=True)
+                    (traces / "trace.json").write_text('{"traceEvents": []}')
+                    events.append("stop")
+                else:
+                    events.append("chat")
+                self.send_response(200)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, *_args):
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
 
 
 class _Ctx:

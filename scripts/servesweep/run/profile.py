@@ -73,8 +73,9 @@ class Load:
 
     def __exit__(self, *_exc) -> None:
         self.done.set()
+        end = time.monotonic() + REQUEST_TIMEOUT_S  # one deadline for all: a hung request is left behind
         for t in self.threads:
-            t.join(REQUEST_TIMEOUT_S)
+            t.join(max(end - time.monotonic(), 0))
 
 
 def http_post(url: str, body: dict, timeout: float) -> tuple[int, str]:
