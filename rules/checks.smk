@@ -91,3 +91,24 @@ if HELD:
         shell:
             "servesweep run-held-check eval {input.plan:q} {input.settings:q} {output.evaluation:q} {params.site:q}"
             " 2>&1 | tee {log:q}"
+
+
+# An engine profile (servesweep/run/profile.py): the recipe's stack started from the profile's own plan
+# (the profiler on: render/profiling), a short load of its own, each role's traces and an index. Its own
+# target, never a point: the points' plans and results do not change with the recipe's profile section.
+rule profile:
+    input:
+        plan=KIT.profile_input(paths.PROFILE_PLAN),
+        settings=KIT.profile_input(paths.PROFILE_SETTINGS),
+    output:
+        profile=directory(paths.PROFILE),
+    log:
+        paths.PROFILE_LOG,
+    priority: KIT.check_priority()
+    conda:
+        SW_ENV
+    resources:
+        **KIT.plan_resources(check=True, smoke_point=True),  # the stack's shape: the same at any concurrency
+        point_slots=1,
+    shell:
+        "servesweep run-profile {input.plan:q} {input.settings:q} {output.profile:q} 2>&1 | tee {log:q}"

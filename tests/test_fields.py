@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from servesweep.fileio.errors import InputError
-from servesweep.render import kinds
+from servesweep.render import kinds, profiling
 from servesweep.render.cluster import Cluster, _from_doc
 from servesweep.render.plan import render
 from servesweep.render.recipe import Recipe
@@ -71,6 +71,8 @@ def _values(node: dict, old, leaf: str = ""):
         return ["{trace_dir}/probe-1", "{trace_dir}/probe-2"]
     if "enum" in node:
         return [v for v in node["enum"] if v != old] or [ABSENT]
+    if "enum" in (node.get("items") or {}):  # a list of names: each one alone
+        return [[v] for v in node["items"]["enum"] if [v] != old]
     kinds = node.get("type")
     kinds = kinds if isinstance(kinds, list) else [kinds]
     if isinstance(old, str):
@@ -120,7 +122,17 @@ def _plans(recipe_doc: dict, cluster: Cluster | None, local: Cluster) -> list[di
     conc = recipe_doc["concurrency"][0]
     home = CLUSTERS[recipe_doc["clusters"][0]]
     on = [render(r, cluster, conc)] if cluster and cluster.name in recipe_doc["clusters"] else []
-    return [*on, render(r, home, conc, local)]
+    return [*on, render(r, home, conc, local), *_profile(r, home)]
+
+
+def _profile(r: Recipe, cluster: Cluster) -> list[dict]:
+    """A profile section's own plan and settings (render/profiling): what its leaves change, never a point's."""
+    if "profile" not in r.doc:
+        return []
+    r = Recipe(r.name, r.source, {**r.doc, "profile": {"kind": "torch", **r.doc["profile"]}})  # a leaf alone
+    if profiling.problems(r) or profiling.cluster_problems(r, cluster):
+        raise ValueError("the profile section is refused")
+    return list(profiling.profile_files(r, render(r, cluster, profiling.concurrency(r))))
 
 
 def _pairs():

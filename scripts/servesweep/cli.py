@@ -1,4 +1,4 @@
-"""servesweep command line: validate, plan, run-point, run-smoke, run-eval, summary."""
+"""servesweep command line: validate, plan, run-point, run-smoke, run-eval, run-profile, summary."""
 
 from __future__ import annotations
 
@@ -99,6 +99,12 @@ def cmd_run_eval(a) -> int:
     return run_eval(Path(a.plan), Path(a.settings), Path(a.out), Path(a.join) if a.join else None)
 
 
+def cmd_run_profile(a) -> int:
+    from .run.profile import run_profile
+
+    return run_profile(Path(a.plan), Path(a.settings), Path(a.out), Path(a.join) if a.join else None)
+
+
 def cmd_run_held_check(a) -> int:
     from .run.heldstep import run_held_check
 
@@ -168,6 +174,8 @@ def _add_run_parsers(sub) -> None:
          ("requests", f"the request set ({SMOKE_REQUESTS})"), "paths.SMOKE"),
         ("eval", "run one of a recipe's accuracy benchmarks on its stack (aiperf)", cmd_run_eval,
          ("settings", "the recipe's evals entry, as render wrote it (paths.EVAL_SETTINGS)"), "paths.EVAL"),
+        ("profile", "take an engine profile on the recipe's stack with the profiler on", cmd_run_profile,
+         ("settings", "the profile's settings, as render wrote them (paths.PROFILE_SETTINGS)"), "paths.PROFILE"),
     )  # fmt: skip
     for check, text, func, (inputs, inputs_help), out in checks:
         c = sub.add_parser(f"run-{check}", help=text)

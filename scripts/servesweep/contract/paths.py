@@ -46,6 +46,13 @@ SMOKE_REQUESTS = "scripts/servesweep/checks/smoke-requests.yaml"
 EVAL = "results/{recipe}/eval-{benchmark}.json"
 EVAL_SETTINGS = ".plans/{recipe}/eval-{benchmark}.json"  # the recipe's evals entry: an edit reruns only it
 EVAL_LOG = "logs/{recipe}/eval-{benchmark}.snakemake.log"
+# an engine profile (run/profile): its own plan (the profiler on) and settings, never a point's
+PROFILE = "results/{recipe}/profile-c{conc}"  # a folder: each role's trace files and PROFILE_INDEX
+PROFILE_PLAN = ".plans/{recipe}/profile-c{conc}.plan.json"
+PROFILE_SETTINGS = ".plans/{recipe}/profile-c{conc}.settings.json"
+PROFILE_LOG = "logs/{recipe}/profile-c{conc}.snakemake.log"
+PROFILE_INDEX = "index.json"  # in the profile's folder: role, process, files, sizes, window
+PROFILE_TRACES = "profiles"  # in the profiled stack's run dir: one folder per process
 # in a point's (a check's) run dir
 FAILURE_FILE = "failure.json"  # why its last attempt wrote no result
 DRIVER_LOG = "driver.log"  # the driver's progress lines
@@ -121,6 +128,18 @@ def eval_file(recipe: str, benchmark: str) -> str:
 
 def eval_settings_file(recipe: str, benchmark: str) -> str:
     return EVAL_SETTINGS.format(recipe=recipe, benchmark=benchmark)
+
+
+def profile_dir(recipe: str, conc: int) -> str:
+    return PROFILE.format(recipe=recipe, conc=conc)
+
+
+def profile_plan_file(recipe: str, conc: int) -> str:
+    return PROFILE_PLAN.format(recipe=recipe, conc=conc)
+
+
+def profile_settings_file(recipe: str, conc: int) -> str:
+    return PROFILE_SETTINGS.format(recipe=recipe, conc=conc)
 
 
 def _sub(rehearsal: bool) -> str:

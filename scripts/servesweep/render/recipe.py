@@ -17,6 +17,8 @@ from ..contract.plan import RUNTIME_REF, SECRET_NAME, USER_REF_NAMES
 from ..fileio.errors import Problem
 from . import env_readers, flags, kinds, kvstore, launcher_env, limits, preamble, pythons, scenarios, topology
 from .cluster import Cluster
+from .profiling import cluster_problems as profile_cluster_problems
+from .profiling import problems as profile_problems
 from .topology import Role
 
 # {name} placeholders; JSON objects ({"k": ...}) never match.
@@ -196,7 +198,7 @@ def _engine_problems(recipe: Recipe) -> list[Problem]:
     stack = doc.get("stack") or {}
     if stack.get("linger_s") and stack.get("reuse") is False:
         out.append(Problem(label, "stack.linger_s", "with stack.reuse false no stack outlives its point"))
-    out += preamble.pin_problems(doc, label) + kvstore.problems(doc, label)
+    out += preamble.pin_problems(doc, label) + kvstore.problems(doc, label) + profile_problems(recipe)
     topo = doc["topology"]
     for r in recipe.roles():
         stated = (topo.get("aggregated") or (topo.get("disaggregated") or {}).get(r.name) or {}).get("gpus")
@@ -286,7 +288,7 @@ def cluster_problems(recipe: Recipe, cluster: Cluster) -> list[Problem]:
                 f"placeholder {{{name}}} is not filled by cluster {cluster.name!r} ({cluster.source})",
             )
         )
-    out += _data_path_problems(recipe, cluster)
+    out += _data_path_problems(recipe, cluster) + profile_cluster_problems(recipe, cluster)
     try:
         slots = topology.place(recipe.roles(), cluster)
     except topology.PlacementError as e:

@@ -26,6 +26,7 @@ from .fmt import num
 from .gpu_time import bill_section, gpu_time_section, read_bill
 from .missing import missing_points
 from .plots import plots
+from .profiles import profiles_section
 from .tuning import tuning_section
 
 NOISE_BAND = figures.NOISE_BAND  # the one declared band: contract/figures
@@ -355,6 +356,7 @@ def build_summary(
     parts += capacity_section(caps, base_caps)
     parts += tuning_section(df, sel.get("sweeps") or {}, caps, md_dir / "plots", root)
     parts += accuracy_section(evals_docs, Path(baseline) if baseline else None, sel.get("eval_floors") or {})
+    parts += profiles_section([p["recipe"] for p in sel["points"]], root, md_dir)  # links, never inputs
     if unreadable:
         parts += ["", "## Unreadable results (left out; they rerun on the next run)", ""]
         parts.append(tabulate(unreadable, ["file", "why"], tablefmt="github", disable_numparse=True))

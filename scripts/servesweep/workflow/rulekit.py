@@ -15,6 +15,7 @@ from snakemake.io import report
 
 from ..contract import paths
 from ..contract.plan import SLURM_RESOURCE_KEYS, slurm_resources
+from ..render.profiling import concurrency as profile_concurrency
 from .smk import wildcards_only
 
 
@@ -35,8 +36,9 @@ class RuleKit:
             return int(wildcards.conc)
         return self.sel.smoke_point(wildcards.recipe)
 
-    def plan_resources(self, check: bool = False) -> dict:
-        """Slurm resources straight from the point's plan (``check``: a check on the point's stack);
+    def plan_resources(self, check: bool = False, smoke_point: bool = False) -> dict:
+        """Slurm resources straight from the point's plan (``check``: a check on the point's stack;
+        ``smoke_point``: the recipe's smoke point's, for a profile whose concurrency may be no point's);
         none when nothing submits jobs (each resource costs Snakemake ~0.3 ms per job and a column in
         every dry-run job)."""
         if not self.sel.submits_jobs:
@@ -44,7 +46,8 @@ class RuleKit:
 
         def pick(key):
             def get(wildcards):
-                return slurm_resources(self.sel.resources(wildcards.recipe, self.point_conc(wildcards), check))[key]
+                conc = self.sel.smoke_point(wildcards.recipe) if smoke_point else self.point_conc(wildcards)
+                return slurm_resources(self.sel.resources(wildcards.recipe, conc, check))[key]
 
             return get
 
@@ -149,6 +152,22 @@ class RuleKit:
             return paths.plan_file(wildcards.recipe, self.point_conc(wildcards))
 
         return plan
+
+    def profile_input(self, pattern: str):
+        """The profile's plan or settings (``paths.PROFILE_PLAN``, ``PROFILE_SETTINGS``): only for the
+        concurrency the recipe's profile section names (a job's snakemake has no recipes to ask)."""
+
+        @wildcards_only
+        def path(wildcards):
+            recipe = self.sel.recipes.get(wildcards.recipe) if self.sel.recipes else None
+            conc = profile_concurrency(recipe) if recipe else int(wildcards.conc)
+            if self.sel.recipes and conc != int(wildcards.conc):
+                said = f"its profile runs at concurrency {conc}" if conc else "it declares no profile section"
+                target = paths.profile_dir(wildcards.recipe, wildcards.conc)
+                raise WorkflowError(f"{target}: recipe {wildcards.recipe} on cluster {self.cluster}: {said}")
+            return pattern.format(recipe=wildcards.recipe, conc=conc)
+
+        return path
 
     def stack_priority(self, rehearsal: bool):
         """A stack's points back to back (its recipes next to each other, each in ascending

@@ -25,6 +25,8 @@ from ..contract.paths import (
     eval_settings_file,
     missing_file,
     plan_file,
+    profile_plan_file,
+    profile_settings_file,
     result_file,
     selection_file,
     source_file,
@@ -32,6 +34,8 @@ from ..contract.paths import (
 from ..contract.plan import STACK_REUSE_ENV, curve_doc, curve_file
 from ..fileio.encode import canonical, digest
 from ..fileio.files import read_json_object, write_if_changed
+from ..render import profiling
+from ..render.plan import render
 from . import why
 from .bill import bill_doc, stack_bills
 from .selection import CHECK_S, Point, Selection
@@ -105,6 +109,7 @@ class Workflow:
                 write_if_changed(sel.root / capacity_settings_file(name), canonical(sel.searches.settings_doc(name)))
                 self._write_probe_plans(name)
             self._write_eval_settings()
+            self._write_profiles()
         sel.index.drop_layouts()
         if not sel.preflight_problems:
             sel.index.memo.save()
@@ -125,6 +130,15 @@ class Workflow:
                 doc["data"] = eval_data(home, benchmark, settings.get("tasks"))  # its questions' copy
                 if not self.sel.preflight_problems:
                     write_if_changed(self.sel.root / eval_settings_file(r.name, benchmark), canonical(doc))
+
+    def _write_profiles(self) -> None:
+        """Each recipe's profile plan and settings (render/profiling), beside its points' plans: never one of them."""
+        for r in self.sel.selected:
+            conc = profiling.concurrency(r)
+            if conc is not None and not self.sel.preflight_problems:
+                plan, settings = profiling.profile_files(r, render(r, self.sel.cluster, conc))
+                write_if_changed(self.sel.root / profile_plan_file(r.name, conc), canonical(plan))
+                write_if_changed(self.sel.root / profile_settings_file(r.name, conc), canonical(settings))
 
     def _write_plan(self, recipe: str, conc: int, rehearsal: bool) -> None:
         """Once per point and run: the capacity rule asks for its next probe on every DAG update."""

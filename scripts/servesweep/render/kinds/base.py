@@ -37,6 +37,23 @@ class PrefixReset:
     opt_in: str  # what opting in turns on, for the recipe's description and messages
 
 
+# (capture kind: torch | nsys, the trace folder, engine steps or None) -> (argv, env) a process needs
+Enable = Callable[[str, str, int | None], tuple[list[str], dict]]
+
+
+@dataclass(frozen=True)
+class Profiler:
+    """An engine's own profiler (render/profiling): what a profiled process needs at start, and the
+    HTTP POSTs on one of its ports that start and stop it (body: what the start request sends)."""
+
+    start: str
+    stop: str
+    port: str
+    enable: Enable
+    start_body: Callable[[str, str, int | None], dict] = lambda *_: {}
+    steps_at_start: bool = True  # a step count is part of the start-up config (else of the start body)
+
+
 def _none(*_args) -> Findings:
     return []
 
@@ -62,6 +79,7 @@ class EngineKind:
     per_gpu: bool = False  # one process per GPU (a DP rank each)
     kv_events_per_replica: bool = False  # the launcher gives each replica its own KV-event endpoint
     prefix_reset: PrefixReset | None = None
+    profiler: Profiler | None = None  # a recipe's profile section needs one (render/profiling)
     problems: Callable[..., Findings] = _none  # (recipe): kind-specific recipe checks
     placement_problems: Callable[..., Findings] = _none  # (placed slots, cluster name)
     rehearsal: str = "dynamo.mocker"  # the kind that stands in for it on a laptop

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ..engines import EngineInput
+from ..engines import GUARDED_PORT, EngineInput
 from . import _dynamo
 from ._common import (
     VLLM_BATCH,
@@ -14,8 +14,9 @@ from ._common import (
     own_ranks,
     parallel_flags,
     vllm_cpu_env,
+    vllm_profiler,
 )
-from .base import ArgParser, EngineKind
+from .base import ArgParser, EngineKind, Profiler
 
 
 def _dp_flags(e: EngineInput) -> list[str]:
@@ -82,4 +83,6 @@ KIND = EngineKind(
     shared_ports=lambda kv_router, disagg, multi_dp: (kv_router, disagg, multi_dp),
     per_gpu=True,
     kv_events_per_replica=True,
+    # dynamo.vllm's engine routes on its system server (loopback: reached from the worker's own node)
+    profiler=Profiler("/engine/control/start_profile", "/engine/control/stop_profile", GUARDED_PORT, vllm_profiler),
 )

@@ -5,7 +5,20 @@ from __future__ import annotations
 from ..engines import EngineInput, ProcessSpec
 from . import _plain
 from ._common import SGLANG_BATCH, gpus_env, multi_node_flags, sglang_parallel_flags
-from .base import ArgParser, EngineKind
+from .base import ArgParser, EngineKind, Profiler
+
+
+def _profiler_env(capture: str, trace_dir: str, steps: int | None) -> tuple[list[str], dict]:
+    return [], {"SGLANG_TORCH_PROFILER_DIR": trace_dir}
+
+
+def _start_body(capture: str, trace_dir: str, steps: int | None) -> dict:
+    """SGLang's /start_profile request: its folder, its step count, CUDA_PROFILER for an nsys capture range."""
+    body = {"output_dir": trace_dir, "activities": ["CPU", "GPU"] if capture == "torch" else ["CUDA_PROFILER"]}
+    return body | ({"num_steps": steps} if steps else {})
+
+
+PROFILER = Profiler("/start_profile", "/stop_profile", "http", _profiler_env, _start_body, steps_at_start=False)
 
 
 def _process(e: EngineInput) -> ProcessSpec:
@@ -32,4 +45,5 @@ KIND = EngineKind(
     },
     parser=ArgParser("sglang_server_args", "", "sglang"),
     problems=_plain.problems("sglang"),
+    profiler=PROFILER,
 )

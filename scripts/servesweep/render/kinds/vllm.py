@@ -13,10 +13,13 @@ from ._common import (
     multi_node_flags,
     parallel_flags,
     vllm_cpu_env,
+    vllm_profiler,
 )
-from .base import ArgParser, EngineKind, PrefixReset
+from .base import ArgParser, EngineKind, PrefixReset, Profiler
 
 RESET = PrefixReset("/reset_prefix_cache", "http", "VLLM_SERVER_DEV_MODE=1")
+# the API server registers these only when a profiler is configured (vllm/entrypoints/serve/profile)
+PROFILER = Profiler("/start_profile", "/stop_profile", "http", vllm_profiler)
 
 
 def _process(e: EngineInput) -> ProcessSpec:
@@ -53,5 +56,6 @@ KIND = EngineKind(
     },
     parser=ArgParser("vllm_serve", "", "vllm"),
     prefix_reset=RESET,
+    profiler=PROFILER,
     problems=_plain.problems("vllm"),
 )
