@@ -54,7 +54,7 @@ CLIENT_SIDE = [
 ]
 SERVER_SIDE = [
     lambda d: d["engine"]["args"].extend(["--max-num-seqs", "77"]),
-    _set("topology.aggregated.replicas", 1),
+    _set("topology.aggregated.replicas", 3),
     _set("frontend.router", {"mode": "round-robin"}),
     _set("env", {"DYN_LOG": "debug"}),
 ]
