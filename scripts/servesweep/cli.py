@@ -8,6 +8,7 @@ from pathlib import Path
 
 from .contract.paths import CAPACITY_FILE, SMOKE_REQUESTS, SUMMARY_MD
 from .fileio.errors import InputError, Problem, shown
+from .fileio.files import private_outputs
 
 
 def _recipe_files(files: list[str]) -> list[Path]:
@@ -193,6 +194,8 @@ def _add_run_parsers(sub) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:  # the program itself (console script, -m) writes owner-only; in-process callers keep theirs
+        private_outputs()
     ap = argparse.ArgumentParser(prog="servesweep", description="LLM-serving benchmark sweeps")
     sub = ap.add_subparsers(dest="cmd", required=True)
     v = sub.add_parser("validate", help="validate recipes against the clusters they declare")
