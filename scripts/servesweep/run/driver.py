@@ -18,7 +18,20 @@ from ..contract import paths
 from ..contract.heartbeat import Watch
 from ..contract.plan import PREAMBLE_SCRIPT, Plan, plan_source, stack_reuse_allowed
 from ..fileio.errors import plain_text
-from . import bench, credentials, hoststall, log_health, metrics, prefix, repeats, result, server_export, slots, slurm
+from . import (
+    bench,
+    client_cpu,
+    credentials,
+    hoststall,
+    log_health,
+    metrics,
+    prefix,
+    repeats,
+    result,
+    server_export,
+    slots,
+    slurm,
+)
 from .curve import Invocation, SharedStack, reset_prefix_caches
 from .driver_io import Interrupted, Say, now, private_plan, raise_interrupt
 from .engine_load import figures as engine_load_figures
@@ -230,14 +243,17 @@ def _measure(plan: Plan, stack, run_dir: Path, say, cleanup: list) -> Measuremen
     t_bench, clock = time.monotonic(), hoststall.ClockWatch()
     aiperf = LocalSpawner().start("aiperf", argv, env, run_dir / paths.AIPERF_LOG, Path.cwd())
     cleanup.insert(0, lambda: stop_all([aiperf], grace_s=2))  # aiperf and its children, whatever happens
+    cpu = client_cpu.Sampler(aiperf.pid)  # the client's CPU time over the run (figures.client.cpu_s)
     next_note = t_bench + 10
     while aiperf.poll() is None:
+        cpu.sample()
         _check(stack, clock)
         if time.monotonic() >= next_note:
             say(f"bench: {time.monotonic() - t_bench:.0f} s elapsed")
             next_note += 10
         time.sleep(0.1)
     t_end = time.monotonic()
+    cpu.save(art)
     _check(stack, clock)
     stop_all([aiperf], grace_s=2)  # aiperf's own children, if any outlived it
     workers_after, fe_after, smp_after = _scrape_all(plan, ctx)
@@ -294,6 +310,7 @@ def _conclude(plan: Plan, stack, m: Measurement, result_path: Path, run_dir: Pat
     )  # fmt: skip
     health = log_health.scan(plan, Path(info.run_dir))  # the stack's process logs, beside the figures
     doc = result.document(plan, figs, why, m.export, facts) | {"source": source, "logs": health}
+    doc["figures"]["client"] = client_cpu.with_cpu(doc["figures"].get("client"), m.artifacts, records)
     _write_or_keep(doc, result_path, run_dir, m.artifacts)
     try:  # the result is written: nothing after this may fail the point
         (run_dir / paths.FAILURE_FILE).unlink(missing_ok=True)
