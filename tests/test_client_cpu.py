@@ -16,6 +16,8 @@ from servesweep.run import client_cpu
 from servesweep.run.result import validate_result
 from servesweep.tools.samples import result_doc
 
+from helpers import ROOT, plan_of
+
 CHILD_AND_PARENT = """
 import subprocess, sys, time
 def burn(s):
@@ -80,3 +82,34 @@ def test_the_cores_of_a_process_are_its_affinity():
     import os
 
     assert client_cpu.cores_of() == len(os.sched_getaffinity(0))
+
+
+def _concurrency_notes(plan: dict, in_job: bool) -> list[str]:
+    from servesweep.checks.preflight import check_plan
+    from servesweep.contract.plan import Plan
+
+    _, notes = check_plan(Plan.from_json(plan), ROOT, ROOT / "results/x/c1.json", in_job=in_job, sides=("client",))
+    return [n for n in notes if ": concurrency: " in n]
+
+
+def test_the_preflight_warns_beyond_what_the_clients_cores_carry_locally():
+    cores = client_cpu.cores_of()
+    carried = cores * client_cpu.STREAMS_PER_CORE
+    assert _concurrency_notes(plan_of("local-agg-2x-mocker", carried), in_job=True) == []
+    [note] = _concurrency_notes(plan_of("local-agg-2x-mocker", carried + 1), in_job=True)
+    assert "recipes/local-agg-2x-mocker.yaml: concurrency: c" in note
+    assert f"c{carried + 1} is beyond what {cores} client core(s)" in note and f"({carried} concurrent" in note
+
+
+def test_on_slurm_the_plan_gives_the_benchmark_step_the_cpus_of_a_task_and_warns_beyond_them():
+    from servesweep.contract.plan import Plan, batch_step_tasks
+    from servesweep.run.heldstep import _step_argv
+
+    plan = plan_of("gemma4-hgx02-4x-tp2-sglang", 64)
+    cpus = batch_step_tasks(plan["resources"])["cpus_per_task"]
+    assert client_cpu.planned_cores(Plan.from_json(plan)) == cpus > 1
+    cur = type("Cur", (), {"job": "42", "dir": "/x"})()
+    assert f"--cpus-per-task={cpus}" in _step_argv(cur, "node0", ["run-point"], "p", cpus)
+    assert _concurrency_notes(plan_of("gemma4-hgx02-4x-tp2-sglang", cpus * client_cpu.STREAMS_PER_CORE), False) == []
+    over = plan_of("gemma4-hgx02-4x-tp2-sglang", cpus * client_cpu.STREAMS_PER_CORE + 1)
+    assert f"beyond what {cpus} client core(s)" in _concurrency_notes(over, False)[0]

@@ -193,9 +193,15 @@ def _add_run_parsers(sub) -> None:
     hc.set_defaults(func=cmd_run_held_check)
 
 
-def main(argv: list[str] | None = None) -> int:
-    if argv is None:  # the program itself (console script, -m) writes owner-only; in-process callers keep theirs
+def _as_program(argv: list[str] | None) -> list[str] | None:
+    """``argv`` as given; None, the program itself (console script, ``-m``), also makes everything it
+    writes owner-only from here on (in-process callers keep their umask)."""
+    if argv is None:
         private_outputs()
+    return argv
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="servesweep", description="LLM-serving benchmark sweeps")
     sub = ap.add_subparsers(dest="cmd", required=True)
     v = sub.add_parser("validate", help="validate recipes against the clusters they declare")
@@ -246,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     w.set_defaults(func=lambda a: _diffcmd().cmd_why(a))
     d = sub.add_parser("demo", help="the local demo sweep with a progress line, then the HTML report")
     d.set_defaults(func=cmd_demo)
-    a = ap.parse_args(argv)
+    a = ap.parse_args(_as_program(argv))
     try:
         return a.func(a)
     except InputError as e:

@@ -130,7 +130,19 @@ def check_plan(
             problems.append(Problem(owner, field, reason))
     if plan.container and "server" in sides:
         notes.append("executables inside the image are checked when its container starts")
+    if "client" in sides:
+        notes += _client_cores(plan, in_job)
     return problems, notes
+
+
+def _client_cores(plan: Plan, in_job: bool) -> list[str]:
+    """A warning when the point's concurrency is beyond what its client's cores carry: in the job the
+    cores it has (its affinity), before it the cores the plan gives it (run/client_cpu)."""
+    from ..run import client_cpu
+
+    cores = client_cpu.cores_of() if in_job else client_cpu.planned_cores(plan)
+    why = client_cpu.beyond_cores(plan.benchmark.concurrency, cores)
+    return [f"{plan.recipe_file}: concurrency: {why}"] if why else []
 
 
 def require(plan: Plan, workdir: Path, result: Path, side: str, say) -> None:

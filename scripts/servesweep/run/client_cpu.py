@@ -26,6 +26,28 @@ from ..fileio.files import read_json_object, write_if_changed
 STREAMS_PER_CORE = 125
 
 
+def planned_cores(plan) -> int:
+    """The cores the plan gives the point's client: on Slurm the benchmark step's CPUs (the CPUs one
+    task of the job holds on a node: the held stack's driver step asks for them, the batch step holds
+    at least them); locally the host's cores."""
+    if plan.launcher != "slurm":
+        return cores_of()
+    from ..contract.plan import batch_step_tasks
+
+    return max(1, int(batch_step_tasks(plan.resources)["cpus_per_task"]))
+
+
+def beyond_cores(concurrency: int, cores: int) -> str | None:
+    """Why ``concurrency`` may be more than ``cores`` client cores carry; None when it is not."""
+    if concurrency <= cores * STREAMS_PER_CORE:
+        return None
+    return (
+        f"c{concurrency} is beyond what {cores} client core(s) have been seen to carry ({cores * STREAMS_PER_CORE} "
+        f"concurrent requests at {STREAMS_PER_CORE} per core, docs/point.md): the client, not the server, may set "
+        "the pace; its CPU use is recorded (figures.client) and a stalled client marks the point client-bound"
+    )
+
+
 def cores_of(pid: int | None = None) -> int:
     """The cores a process may run on (its affinity: a Slurm step's CPUs, a taskset), else the host's."""
     try:
