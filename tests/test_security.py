@@ -368,6 +368,8 @@ def test_a_workers_admin_routes_are_out_of_reach_its_health_and_metrics_are_not(
                 assert _http(port, path, method)[0] == 403, (path, method)
         out, err = p.communicate(timeout=120)
     assert p.returncode == 0, err[-3000:]
+    client = json.loads((wf / f"results/{name}/c2.json").read_text())["figures"]["client"]
+    assert client["cpu_s"] > 0 and client["cores"] >= 1  # its point also measured its client's CPU (run/client_cpu)
 
 
 def _assert_no_worker_binds_every_interface_but_the_event_plane(workers) -> None:
