@@ -1,7 +1,7 @@
 """Everything servesweep writes is owner-only, whatever the umask of whoever runs it: `validate`, a
-dry run and a summary over fixture results, each started with umask 022 as a user's shell would,
-leave no file under .plans/, results/, logs/ or .snakemake/servesweep/ that the group or others can
-read, and no such folder they can list."""
+dry run and a summary over fixture results, each started with umask 022 as a user's shell would, and
+the workflow loaded in process, leave no file under .plans/, results/, logs/ or .snakemake/servesweep/
+that the group or others can read, and no such folder they can list."""
 
 from __future__ import annotations
 
@@ -62,5 +62,21 @@ def test_what_validate_a_dry_run_and_a_summary_write_is_owner_only(tmp_path):
     assert (wf / out).exists() and list((wf / ".plans").rglob("*.json"))
     assert (wf / ".snakemake/servesweep").is_dir()
     assert stat.S_IMODE((wf / ".snakemake").stat().st_mode) == 0o700  # Snakemake's own folder, closed
+    open_ = _open_to_others(wf)
+    assert open_ == [], "\n".join(open_)
+
+
+def test_loading_the_workflow_in_process_with_umask_022_writes_owner_only(tmp_path):
+    """A library caller (a test, a notebook) keeps its umask: the plans and their folders, .plans/
+    itself included, are owner-only all the same (fileio/files.private_dirs)."""
+    from servesweep.workflow.entry import load_or_exit
+
+    wf = copy_workflow(tmp_path / "wf", LOCAL_RECIPES)
+    before = os.umask(0o022)
+    try:
+        load_or_exit(wf, "local")
+    finally:
+        os.umask(before)
+    assert list((wf / ".plans").rglob("*.json"))
     open_ = _open_to_others(wf)
     assert open_ == [], "\n".join(open_)
