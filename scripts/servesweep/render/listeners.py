@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..contract.plan import TELEMETRY_ROLE
+from . import kinds
 from .ports import PORT_LIMIT
 
 NODE, LOOPBACK, EVERY = "node", "127.0.0.1", "every interface"
@@ -41,7 +42,7 @@ LISTENERS = (
     Listener("etcd", "peer", LOOPBACK, "nothing (one member); mutual TLS", _CERT, ("peer",)),
     Listener(
         "NATS", "client", NODE, "the NATS event plane; user + password", "holders of the stack's password", ("client",)
-    ),  # fmt: skip
+    ),
     Listener(
         "frontend",
         "http (OpenAI API, /health, /metrics)",
@@ -49,7 +50,7 @@ LISTENERS = (
         "the benchmark's requests and answers",
         "anyone: the service under test; foreign load is caught by the gate",
         ("http",),
-    ),  # fmt: skip
+    ),
     Listener(
         "frontend",
         "TCP response stream (kernel-assigned)",
@@ -57,7 +58,7 @@ LISTENERS = (
         "workers' answers; mutual TLS",
         f"{_CERT} (unless `request_plane_tls: false`)",
         kernel=1,
-    ),  # fmt: skip
+    ),
     Listener(
         "frontend",
         "ZMQ event-plane publisher (kernel-assigned)",
@@ -66,10 +67,10 @@ LISTENERS = (
         "anyone on the network (Dynamo binds it on 0.0.0.0; gone with `event_plane: nats`)",
         kernel=1,
         event_plane="zmq",
-    ),  # fmt: skip
+    ),
     Listener(
         "nginx", "http (several frontends)", NODE, "the benchmark's requests", "anyone, as the frontend", ("http",)
-    ),  # fmt: skip
+    ),
     Listener(
         "Dynamo worker",
         "system_local (admin routes)",
@@ -77,7 +78,7 @@ LISTENERS = (
         "health, metrics, /engine/control/*",
         "same-host processes (see above)",
         ("system_local",),
-    ),  # fmt: skip
+    ),
     Listener(
         "sysguard",
         "system (per worker: GET /health, /live, /metrics)",
@@ -86,7 +87,7 @@ LISTENERS = (
         "anyone; nothing else passes",
         ("system",),
         for_process="Dynamo worker",
-    ),  # fmt: skip
+    ),
     Listener(
         "Dynamo worker",
         "TCP request plane (kernel-assigned)",
@@ -94,7 +95,7 @@ LISTENERS = (
         "requests to the worker; mutual TLS",
         f"{_CERT} (unless `request_plane_tls: false`)",
         kernel=2,
-    ),  # fmt: skip
+    ),
     Listener(
         "Dynamo worker",
         "ZMQ event plane (4, kernel-assigned)",
@@ -103,7 +104,7 @@ LISTENERS = (
         "anyone (Dynamo 1.6.1 ignores `DYN_EVENT_PLANE_HOST`; gone with `event_plane: nats`)",
         kernel=4,
         event_plane="zmq",
-    ),  # fmt: skip
+    ),
     Listener("vLLM", "kv_events publisher", LOOPBACK, "KV-cache events", "same-host processes", ("kv_events",)),
     Listener(
         "vLLM",
@@ -112,7 +113,7 @@ LISTENERS = (
         "KV transfer handshakes, DP coordination",
         "the cluster network: vLLM has no authentication for them",
         ("nixl", "dp_rpc"),
-    ),  # fmt: skip
+    ),
     Listener(
         "prefill worker (SGLang, mocker)",
         "bootstrap (disaggregation)",
@@ -120,7 +121,7 @@ LISTENERS = (
         "KV transfer handshakes",
         _NET,
         ("bootstrap",),
-    ),  # fmt: skip
+    ),
     Listener(
         "multi-node engine",
         "dist_init (rendezvous on the leader)",
@@ -128,7 +129,7 @@ LISTENERS = (
         "the engine's own setup",
         _NET,
         ("dist_init",),
-    ),  # fmt: skip
+    ),
     Listener(
         "plain vLLM / SGLang",
         "http",
@@ -136,7 +137,7 @@ LISTENERS = (
         "the benchmark's requests and answers",
         "anyone, as the frontend",
         ("http",),
-    ),  # fmt: skip
+    ),
     Listener(
         "mooncake_master",
         "rpc, metadata, metrics",
@@ -144,30 +145,24 @@ LISTENERS = (
         "the KV store's placement and metadata",
         _NET,
         ("rpc", "metadata", "metrics"),
-    ),  # fmt: skip
+    ),
     Listener(
         "GPU telemetry exporter", "metrics", NODE, "GPU power and use", "anyone on the cluster network", ("metrics",)
-    ),  # fmt: skip
-    Listener(
-        "rehearsal stand-in", "a headless engine's ports", NODE, "nothing (holds the ports)", "no one", ("*",)
-    ),  # fmt: skip
+    ),
+    Listener("rehearsal stand-in", "a headless engine's ports", NODE, "nothing (holds the ports)", "no one", ("*",)),
 )
-# Ports the plan keeps free for the engine a process stands in for, which nothing binds.
-RESERVED_ONLY = {("Dynamo worker (mocker)", "kv_events")}
 
 _BINARIES = {"etcd": "etcd", "nats-server": "NATS", "nginx": "nginx", "mooncake_master": "mooncake_master"}
 _ROLES = {"etcd": "etcd", "nats": "NATS", "frontend": "frontend", "balancer": "nginx", "sysguard": "sysguard",
           "kvstore": "mooncake_master", TELEMETRY_ROLE: "GPU telemetry exporter"}  # fmt: skip
-_MODULES = (  # (program prefix, table processes), first match wins
+# An engine's own ports (by port name; a mocker keeps its engine's kv_events block free, binding nothing)
+_ENGINE_ROWS = ("vLLM", "prefill worker (SGLang, mocker)", "multi-node engine")
+_MODULES = (  # (program prefix, table processes) of what is not an engine kind's own module
     ("dynamo.frontend", ("frontend",)),
-    ("dynamo.mocker", ("Dynamo worker", "Dynamo worker (mocker)", "prefill worker (SGLang, mocker)")),
-    ("dynamo.vllm", ("Dynamo worker", "vLLM", "multi-node engine")),
-    ("dynamo.sglang", ("Dynamo worker", "prefill worker (SGLang, mocker)", "multi-node engine")),
-    ("dynamo.trtllm", ("Dynamo worker", "multi-node engine")),
     ("servesweep.run.standin", ("rehearsal stand-in",)),
     ("mooncake.mooncake_master", ("mooncake_master",)),
-    ("vllm.entrypoints", ("plain vLLM / SGLang", "multi-node engine")),
-    ("sglang.launch_server", ("plain vLLM / SGLang", "multi-node engine")),
+    ("vllm.entrypoints", ("plain vLLM / SGLang", *_ENGINE_ROWS)),
+    ("sglang.launch_server", ("plain vLLM / SGLang", *_ENGINE_ROWS)),
 )
 
 
@@ -194,6 +189,8 @@ def table_processes(argv, role: str | None = None) -> tuple[str, ...]:
     found = next((procs for prefix, procs in _MODULES if name.startswith(prefix)), None)
     if found:
         return found
+    if name in kinds.names():  # an engine kind's own module (``python -m dynamo.<engine>``)
+        return ("Dynamo worker" if kinds.get(name).dynamo else "plain vLLM / SGLang", *_ENGINE_ROWS)
     return (_ROLES[role],) if role in _ROLES else ()
 
 
@@ -208,7 +205,7 @@ def unlisted_plan_ports(plan: dict) -> list[str]:
     for p in plan["processes"]:
         procs = table_processes(p["argv"], p["role"])
         for key in p["ports"]:
-            if any(_covers(r, procs, key) for r in LISTENERS) or any((q, key) in RESERVED_ONLY for q in procs):
+            if any(_covers(r, procs, key) for r in LISTENERS):
                 continue
             out.append(f"{p['name']} ({program(p['argv'])}): port {key!r} is not in docs/security.md's port table")
     return out
