@@ -16,7 +16,7 @@ from servesweep.run import client_cpu
 from servesweep.run.result import validate_result
 from servesweep.tools.samples import result_doc
 
-from helpers import ROOT, plan_of
+from helpers import plan_of
 
 CHILD_AND_PARENT = """
 import subprocess, sys, time
@@ -85,11 +85,10 @@ def test_the_cores_of_a_process_are_its_affinity():
 
 
 def _concurrency_notes(plan: dict, in_job: bool) -> list[str]:
-    from servesweep.checks.preflight import check_plan
+    from servesweep.checks.preflight import client_warnings
     from servesweep.contract.plan import Plan
 
-    _, notes = check_plan(Plan.from_json(plan), ROOT, ROOT / "results/x/c1.json", in_job=in_job, sides=("client",))
-    return [n for n in notes if ": concurrency: " in n]
+    return client_warnings(Plan.from_json(plan), in_job=in_job)
 
 
 def test_the_preflight_warns_beyond_what_the_clients_cores_carry_locally():
@@ -113,3 +112,22 @@ def test_on_slurm_the_plan_gives_the_benchmark_step_the_cpus_of_a_task_and_warns
     assert _concurrency_notes(plan_of("gemma4-hgx02-4x-tp2-sglang", cpus * client_cpu.STREAMS_PER_CORE), False) == []
     over = plan_of("gemma4-hgx02-4x-tp2-sglang", cpus * client_cpu.STREAMS_PER_CORE + 1)
     assert f"beyond what {cpus} client core(s)" in _concurrency_notes(over, False)[0]
+
+
+def test_the_dry_run_warns_on_a_line_of_its_own(tmp_path, capsys):
+    import yaml
+
+    from servesweep.workflow.entry import load_or_exit
+
+    from helpers import copy_workflow
+
+    wf = copy_workflow(tmp_path / "wf", ["local-agg-2x-mocker"])
+    path = wf / "recipes/local-agg-2x-mocker.yaml"
+    doc = yaml.safe_load(path.read_text())
+    over = client_cpu.cores_of() * client_cpu.STREAMS_PER_CORE + 1
+    doc["concurrency"] = [4, over]
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    load_or_exit(wf, "local")
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if "client core(s)" in ln]
+    assert len(lines) == 1 and lines[0].startswith("servesweep: warning: ")
+    assert f"recipes/local-agg-2x-mocker.yaml: concurrency: c{over} is beyond what" in lines[0]

@@ -37,14 +37,16 @@ def planned_cores(plan) -> int:
     return max(1, int(batch_step_tasks(plan.resources)["cpus_per_task"]))
 
 
-def beyond_cores(concurrency: int, cores: int) -> str | None:
-    """Why ``concurrency`` may be more than ``cores`` client cores carry; None when it is not."""
-    if concurrency <= cores * STREAMS_PER_CORE:
+def beyond_cores(concurrencies: list[int], cores: int) -> str | None:
+    """Why the concurrencies beyond what ``cores`` client cores carry may be too many; None if none is."""
+    over = [c for c in concurrencies if c > cores * STREAMS_PER_CORE]
+    if not over:
         return None
     return (
-        f"c{concurrency} is beyond what {cores} client core(s) have been seen to carry ({cores * STREAMS_PER_CORE} "
-        f"concurrent requests at {STREAMS_PER_CORE} per core, docs/point.md): the client, not the server, may set "
-        "the pace; its CPU use is recorded (figures.client) and a stalled client marks the point client-bound"
+        f"{', '.join(f'c{c}' for c in over)} {'is' if len(over) == 1 else 'are'} beyond what {cores} client core(s) "
+        f"have been seen to carry ({cores * STREAMS_PER_CORE} concurrent requests at {STREAMS_PER_CORE} per core, "
+        "docs/point.md): the client, not the server, may set the pace; its CPU use is recorded (figures.client) "
+        "and a stalled client marks the point client-bound"
     )
 
 
