@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from servesweep.render import listeners
+
 from helpers import ROOT, copy_workflow, descendants, no_processes_left, running_point, wait_for_text, write_recipe
 
 pytestmark = pytest.mark.integration
@@ -78,8 +80,8 @@ ETCD_PROBES = [  # what the audit reached without credentials under user/passwor
 def test_another_job_cannot_touch_the_stacks_control_plane(tmp_path, reliability):
     """The audit, repeated with no credentials: etcd's lease, maintenance, member and key APIs, its
     /metrics and peer port; NATS's client port (and no monitor port). Each is refused; every port a
-    stack process listens on is on loopback (with the NATS event plane), and the workers' admin routes
-    are refused through the guard."""
+    stack process listens on is in the port table and on loopback (with the NATS event plane: no
+    session publisher), and the workers' admin routes are refused through the guard."""
     reliability("security", "etcd and NATS refuse a client without the stack's credential")
     wf = copy_workflow(tmp_path / "wf", recipes=[])
     base = yaml.safe_load((ROOT / "recipes/local-agg-2x-mocker.yaml").read_text())
@@ -100,6 +102,7 @@ def test_another_job_cannot_touch_the_stacks_control_plane(tmp_path, reliability
                 assert _refused(f"{peer}/{path}", tls=tls or _no_client_cert()) is None, path
         assert "Authorization Violation" in _nats_answer(int(_flag(nats, "-p")))
         assert _listening(nats_proc) == {int(_flag(nats, "-p"))}  # no monitor port
+        assert _audit_listeners(procs, "nats") == []  # no frontend port on every interface
         _assert_loopback_only(procs)
         _guard_refuses_admin_routes(procs)
         run_dir = wf / f"logs/{name}/c2"
@@ -120,6 +123,50 @@ def _listening(proc) -> set[int]:
     import psutil
 
     return {c.laddr.port for c in proc.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
+
+
+def _audit_listeners(procs: dict, event_plane: str) -> list[int]:
+    """Every listener of every stack process (what `ss -ltnp` lists for their pids) is a row of
+    docs/security.md's port table (render/listeners, the table's one home); returns the frontend's
+    ports on every interface."""
+    import psutil
+
+    problems, wild = [], []
+    for proc, cmd in procs.items():
+        try:
+            found = [(c.laddr.ip, c.laddr.port) for c in proc.net_connections("tcp") if c.status == psutil.CONN_LISTEN]
+        except psutil.NoSuchProcess:
+            continue
+        problems += listeners.unlisted(cmd, found, event_plane, "127.0.0.1")
+        if listeners.program(cmd) == "dynamo.frontend":
+            wild += [port for ip, port in found if ip in ("0.0.0.0", "::")]
+    assert not problems, problems
+    return wild
+
+
+SUBSCRIBE = """
+import sys, time, zmq
+s = zmq.Context().socket(zmq.SUB)
+s.setsockopt(zmq.SUBSCRIBE, b"session_affinity_events")
+s.setsockopt(zmq.RCVTIMEO, 1000)
+s.connect(f"tcp://127.0.0.1:{sys.argv[1]}")
+deadline = time.monotonic() + 30
+while time.monotonic() < deadline:
+    try:
+        parts = s.recv_multipart()
+    except zmq.Again:
+        continue
+    if b"session_id" in parts[-1]:
+        sys.stdout.write(repr(parts[-1]))
+        break
+"""
+
+
+def _a_stranger_reads_session_ids(wf: Path, port: int) -> str:
+    """What a ZMQ subscriber with no credential reads on the frontend's publisher (the engine venv's pyzmq)."""
+    python = wf / ".venvs/engine/bin/python"
+    r = subprocess.run([str(python), "-c", SUBSCRIBE, str(port)], capture_output=True, text=True, timeout=60)
+    return r.stdout
 
 
 def _assert_loopback_only(procs) -> None:
@@ -289,7 +336,9 @@ def _http(port: int, path: str, method: str = "GET") -> tuple[int, str]:
 
 def test_a_workers_admin_routes_are_out_of_reach_its_health_and_metrics_are_not(tmp_path, reliability):
     """Dynamo's system server (with /engine/control/* and no way to authenticate them) binds loopback;
-    the node's sysguard serves only GET /health, /live and /metrics on the public system port."""
+    the node's sysguard serves only GET /health, /live and /metrics on the public system port. Every
+    listener of the stack (ZMQ event plane, the default) is in the port table, and the frontend's
+    publisher on every interface hands a stranger the clients' session ids (docs/security.md)."""
     import psutil
 
     reliability("security", "a worker's admin routes are not served on its public system port")
@@ -299,6 +348,10 @@ def test_a_workers_admin_routes_are_out_of_reach_its_health_and_metrics_are_not(
     with no_processes_left(wf), running_point(wf, name) as p:
         wait_for_text(wf / f"logs/{name}/c2/driver.log", "bench: aiperf")
         procs = descendants(p.pid)
+        publisher = _audit_listeners({k: k.cmdline() for k in procs}, "zmq")
+        assert len(publisher) == 1, publisher  # the frontend's session publisher: a known exposure
+        seen = _a_stranger_reads_session_ids(wf, publisher[0])
+        assert re.search(r"session_id.{1,12}[0-9a-f]{8}-[0-9a-f]{4}-", seen), seen
         guard = next(k for k in procs if any("sysguard.py" in a for a in k.cmdline()))
         public = {c.laddr.port for c in guard.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
         assert len(public) == 2, public  # one per worker
@@ -316,6 +369,8 @@ def test_a_workers_admin_routes_are_out_of_reach_its_health_and_metrics_are_not(
                 assert _http(port, path, method)[0] == 403, (path, method)
         out, err = p.communicate(timeout=120)
     assert p.returncode == 0, err[-3000:]
+    client = json.loads((wf / f"results/{name}/c2.json").read_text())["figures"]["client"]
+    assert client["cpu_s"] > 0 and client["cores"] >= 1  # its point also measured its client's CPU (run/client_cpu)
 
 
 def _assert_no_worker_binds_every_interface_but_the_event_plane(workers) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from .contract.paths import CAPACITY_FILE, SMOKE_REQUESTS, SUMMARY_MD
 from .fileio.errors import InputError, Problem, shown
+from .fileio.files import private_outputs
 
 
 def _recipe_files(files: list[str]) -> list[Path]:
@@ -200,6 +201,14 @@ def _add_run_parsers(sub) -> None:
     hc.set_defaults(func=cmd_run_held_check)
 
 
+def _as_program(argv: list[str] | None) -> list[str] | None:
+    """``argv`` as given; None, the program itself (console script, ``-m``), also makes everything it
+    writes owner-only from here on (in-process callers keep their umask)."""
+    if argv is None:
+        private_outputs()
+    return argv
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="servesweep", description="LLM-serving benchmark sweeps")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -251,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     w.set_defaults(func=lambda a: _diffcmd().cmd_why(a))
     d = sub.add_parser("demo", help="the local demo sweep with a progress line, then the HTML report")
     d.set_defaults(func=cmd_demo)
-    a = ap.parse_args(argv)
+    a = ap.parse_args(_as_program(argv))
     try:
         return a.func(a)
     except InputError as e:

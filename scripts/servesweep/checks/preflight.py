@@ -10,11 +10,12 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import sys
 from pathlib import Path
 
 from ..contract.paths import LOGS
 from ..contract.plan import Plan, host_side
-from ..fileio.errors import Problem
+from ..fileio.errors import Problem, shown
 
 
 class PreflightFailed(Exception):
@@ -133,11 +134,28 @@ def check_plan(
     return problems, notes
 
 
+def client_warnings(plan: Plan, in_job: bool, concurrencies: list[int] | None = None) -> list[str]:
+    """Whether a concurrency (the point's, or ``concurrencies`` of its curve) is beyond what the client's
+    cores carry: in the job the cores it has (its affinity), before it the cores the plan gives it
+    (run/client_cpu). A warning, not a refusal."""
+    from ..run import client_cpu
+
+    cores = client_cpu.cores_of() if in_job else client_cpu.planned_cores(plan)
+    why = client_cpu.beyond_cores(concurrencies or [plan.benchmark.concurrency], cores)
+    return [f"{plan.recipe_file}: concurrency: {why}"] if why else []
+
+
+def warn_client(plan: Plan, concurrencies: list[int]) -> None:
+    """Before the job (the dry run, once per curve): a warning on a line of its own."""
+    for warning in client_warnings(plan, in_job=False, concurrencies=concurrencies):
+        print(f"servesweep: warning: {shown(warning)}", file=sys.stderr)
+
+
 def require(plan: Plan, workdir: Path, result: Path, side: str, say) -> None:
     """In a job, before anything of ``side`` starts: say what this host could not check, and raise
     PreflightFailed with every problem."""
     problems, notes = check_plan(plan, workdir, result, in_job=True, sides=(side,))
-    for note in notes:
+    for note in notes + (client_warnings(plan, in_job=True) if side == "client" else []):
         say(f"pre-flight: {note}")
     if problems:
         raise PreflightFailed(problems)

@@ -57,6 +57,7 @@ PROFILE_TRACES = "profiles"  # in the profiled stack's run dir: one folder per p
 FAILURE_FILE = "failure.json"  # why its last attempt wrote no result
 DRIVER_LOG = "driver.log"  # the driver's progress lines
 AIPERF_LOG = "aiperf.log"
+CLIENT_CPU_FILE = "client-cpu.json"  # beside aiperf's artifacts: its process tree's CPU over time (run/client_cpu)
 UNSAVED_RESULT = "result.unsaved.json"  # a valid result that could not be written to its target
 GPU_TELEMETRY_NODES = "gpu-telemetry-nodes.json"  # beside aiperf's artifacts: exporter -> GPU -> role (run/energy)
 AIPERF_GPU_TELEMETRY = "gpu_telemetry_export.jsonl"  # aiperf's per-sample GPU telemetry export

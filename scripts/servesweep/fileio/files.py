@@ -17,6 +17,17 @@ def private_outputs() -> None:
     os.umask(0o077)
 
 
+def private_dirs(folder: Path) -> None:
+    """``folder`` and every missing folder above it, each made 0700 whatever the umask (``mkdir``'s
+    ``parents=True`` gives the folders above the umask's mode)."""
+    missing = []
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for d in reversed(missing):
+        d.mkdir(mode=0o700, exist_ok=True)
+
+
 def write_if_changed(path: Path, text: str) -> bool:
     """Atomic, owner-only write (temp + rename) only when content differs; True if written."""
     path, data = Path(path), text.encode()
@@ -28,7 +39,7 @@ def write_if_changed(path: Path, text: str) -> bool:
         pass
     except IsADirectoryError:  # a leftover folder (e.g. of a recipe once named like this file): kept, aside
         path.rename(path.with_name(f".{path.name}.leftover-{os.getpid()}"))
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # owner-only whoever's umask
+    private_dirs(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, PRIVATE_FILE)

@@ -21,6 +21,7 @@ from ..contract.plan import PREAMBLE_SCRIPT, Plan, plan_source, stack_reuse_allo
 from ..fileio.errors import plain_text
 from . import (
     bench,
+    client_cpu,
     credentials,
     hoststall,
     log_health,
@@ -279,14 +280,17 @@ def _measure(plan: Plan, stack, run_dir: Path, say, cleanup: list) -> Measuremen
     t_bench, clock = time.monotonic(), hoststall.ClockWatch()
     aiperf = LocalSpawner().start("aiperf", argv, env, run_dir / paths.AIPERF_LOG, Path.cwd())
     cleanup.insert(0, lambda: stop_all([aiperf], grace_s=2))  # aiperf and its children, whatever happens
+    cpu = client_cpu.Sampler(aiperf.pid)  # the client's CPU time over the run (figures.client.cpu_s)
     next_note, phase = t_bench + 10, bench.AiperfPhase(run_dir / paths.AIPERF_LOG)
     while aiperf.poll() is None:
+        cpu.sample()
         _check(stack, clock, sw, phase.now())
         if time.monotonic() >= next_note:
             say(f"bench: {time.monotonic() - t_bench:.0f} s elapsed")
             next_note += 10
         time.sleep(0.1)
     t_end = time.monotonic()
+    cpu.save(art)
     _check(stack, clock, sw, phase.now())
     stalls = sw.stop()
     for st in stalls:
@@ -367,6 +371,7 @@ def _conclude(plan: Plan, stack, m: Measurement, result_path: Path, run_dir: Pat
     health = log_health.scan(plan, Path(info.run_dir))  # the stack's process logs, beside the figures
     doc = result.document(plan, figs, why, m.export, facts) | {"source": source, "logs": health, "stalls": m.stalls}
     doc["counting"] |= counting
+    doc["figures"]["client"] = client_cpu.with_cpu(doc["figures"].get("client"), m.artifacts, records)
     _write_or_keep(doc, result_path, run_dir, m.artifacts)
     try:  # the result is written: nothing after this may fail the point
         (run_dir / paths.FAILURE_FILE).unlink(missing_ok=True)

@@ -18,6 +18,7 @@ from ..contract import paths
 from ..contract.plan import Plan
 from ..contract.stack_registry import Current
 from ..fileio.yamlio import checked_json
+from . import client_cpu
 from .curve import curve_state
 from .driver import default_log_dir, keep_earlier_attempt, record_failure
 from .driver_io import Say, private_plan
@@ -123,7 +124,8 @@ class Step:
         held.wait_canary(cur)
         held.say(f"stack: {self.name} runs as a step of Slurm job {cur.job} on {j.host}")
         started = time.time()
-        self.proc = subprocess.Popen(_step_argv(cur, j.host, self.driver, self.name), start_new_session=True)
+        argv = _step_argv(cur, j.host, self.driver, self.name, client_cpu.planned_cores(plan))  # the client's cores
+        self.proc = subprocess.Popen(argv, start_new_session=True)
         rc = self.proc.wait()
         if rc == 0:
             return 0, None
@@ -161,8 +163,9 @@ def _written(plan: Plan, path: Path, since: float, schema: str) -> bool:
     return isinstance(doc, dict) and doc["identity"]["plan_fingerprint"] == plan.fingerprints["plan"]
 
 
-def _step_argv(cur: Current, host: str, driver: list[str], name: str) -> list[str]:
-    return [*srun_step(host, name, job=cur.job), sys.executable, "-m", "servesweep", *driver, "--join", str(cur.dir)]
+def _step_argv(cur: Current, host: str, driver: list[str], name: str, cpus: int | None = None) -> list[str]:
+    step = srun_step(host, name, job=cur.job, cpus=cpus)
+    return [*step, sys.executable, "-m", "servesweep", *driver, "--join", str(cur.dir)]
 
 
 def _add_failure(plan: Plan, reason: str, fresh: bool = False) -> None:

@@ -52,8 +52,10 @@ def current_allocation() -> Allocation:
     return Allocation(job_id, names, [node_addr(n) for n in names])
 
 
-def srun_step(host: str, name: str, job: str | None = None) -> list[str]:
+def srun_step(host: str, name: str, job: str | None = None, cpus: int | None = None) -> list[str]:
     """The srun prefix of one step on ``host``, beside the job's other steps (``--overlap``), ended
-    with them if it fails; ``job``: in that job, from outside it (a held stack's points)."""
+    with them if it fails; ``job``: in that job, from outside it (a held stack's points); ``cpus``: the
+    step's CPUs (Slurm 22.05's srun no longer takes the job's --cpus-per-task: one CPU without it)."""
     step = ["srun", *([f"--jobid={job}"] if job else []), "--overlap", "--nodes=1", "--ntasks=1"]
+    step += [f"--cpus-per-task={cpus}"] if cpus else []
     return step + [f"--nodelist={host}", "--kill-on-bad-exit=1", f"--job-name=servesweep-{name}", "--export=ALL"]

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..checks.evalsets import problem_count
-from ..checks.preflight import check_plan
+from ..checks.preflight import check_plan, warn_client
 from ..contract.paths import YAML_CACHE, result_file, run_dir
 from ..contract.plan import Plan, batch_step_tasks
 from ..fileio.errors import InputError, Problem
@@ -153,7 +153,10 @@ class Selection:
         """The job's pre-flight, from this host: a local point's problems stop the dry run; a Slurm
         point's paths this host cannot see are left to the job, and said so."""
         result = self.root / result_file(plan["recipe"], plan["point"])
-        problems, notes = check_plan(Plan.from_json(plan), self.root, result, in_job=False)
+        checked = Plan.from_json(plan)
+        problems, notes = check_plan(checked, self.root, result, in_job=False)
+        curve = self.recipes.get(plan["recipe"])
+        warn_client(checked, curve.concurrency if curve else [])  # a curve beyond its client's cores
         self.preflight_problems += problems
         self.preflight_notes += notes
 
