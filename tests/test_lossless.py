@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from servesweep.fileio.errors import plain_text
-from servesweep.run import driver
+from servesweep.run import attempts, driver
 
 from helpers import require
 
@@ -24,11 +24,11 @@ def test_new_attempt_moves_the_earlier_one_aside(tmp_path):
     run_dir = tmp_path / "logs/r/c4"
     run_dir.mkdir(parents=True)
     (run_dir / "result.unsaved.json").write_text("{}")
-    driver.keep_earlier_attempt(run_dir)
+    attempts.keep_earlier_attempt(run_dir)
     assert not run_dir.exists() and (tmp_path / "logs/r/c4.attempt-1/result.unsaved.json").exists()
     run_dir.mkdir()
     (run_dir / "failure.json").write_text("{}")
-    driver.keep_earlier_attempt(run_dir)
+    attempts.keep_earlier_attempt(run_dir)
     assert (tmp_path / "logs/r/c4.attempt-2/failure.json").exists()
     assert (tmp_path / "logs/r/c4.attempt-1/result.unsaved.json").exists()
 
@@ -36,7 +36,7 @@ def test_new_attempt_moves_the_earlier_one_aside(tmp_path):
 def test_empty_earlier_attempt_leaves_nothing_behind(tmp_path):
     run_dir = tmp_path / "c2"
     run_dir.mkdir()
-    driver.keep_earlier_attempt(run_dir)
+    attempts.keep_earlier_attempt(run_dir)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -45,7 +45,7 @@ def test_null_figures_print_as_na():
 
 
 def test_failure_record_has_no_colour_codes(tmp_path):
-    driver.record_failure(tmp_path, "process x exited:\n\x1b[2m2026\x1b[0m \x1b[31mERROR\x1b[0m boom")
+    attempts.record_failure(tmp_path, "process x exited:\n\x1b[2m2026\x1b[0m \x1b[31mERROR\x1b[0m boom")
     reason = json.loads((tmp_path / "failure.json").read_text())["reason"]
     assert "\x1b" not in reason and "2026 ERROR boom" in reason
     assert plain_text("\x1b]0;title\x07ok") == "ok"

@@ -40,7 +40,7 @@ def test_the_slurm_resource_keys_are_the_mappings_own():
 
 
 def test_a_failure_record_is_written_whole_and_replaces_the_last(tmp_path):
-    from servesweep.run.driver import record_failure
+    from servesweep.run.attempts import record_failure
 
     record_failure(tmp_path, "first")
     record_failure(tmp_path, "second (first)")

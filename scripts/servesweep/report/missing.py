@@ -27,7 +27,7 @@ def missing_points(selection: dict, present: set[str], root: Path) -> list[list[
 
 
 def _attempts_note(root: Path, log_dir: str) -> str:
-    """Earlier attempts kept beside the last (run/driver.keep_earlier_attempt), naming every measured
+    """Earlier attempts kept beside the last (run/attempts.keep_earlier_attempt), naming every measured
     result that could not be saved (result.unsaved.json)."""
     last = root / log_dir
     earlier = sorted(last.parent.glob(last.name + ".attempt-*"), key=lambda d: int(d.name.rpartition("-")[2] or 0))

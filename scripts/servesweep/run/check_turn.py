@@ -13,7 +13,8 @@ from ..contract.plan import Plan
 from ..fileio.encode import canonical
 from ..fileio.files import write_if_changed
 from ..fileio.yamlio import schema_errors
-from .driver import FAILURES, keep_earlier_attempt, open_stack
+from .attempts import keep_earlier_attempt
+from .driver import FAILURES, open_stack
 from .driver_io import Interrupted, Say, now, private_plan, raise_interrupt
 
 # (plan, the attached stack, the check's log dir, say) -> the check's document

@@ -19,8 +19,9 @@ from ..contract.plan import Plan
 from ..contract.stack_registry import Current
 from ..fileio.yamlio import checked_json
 from . import client_cpu
+from .attempts import keep_earlier_attempt, record_failure
 from .curve import curve_state
-from .driver import default_log_dir, keep_earlier_attempt, record_failure
+from .driver import default_log_dir
 from .driver_io import Say, private_plan
 from .held import HeldFailed, HeldStack, HoldRequest
 from .slurm import AllocationError, srun_step

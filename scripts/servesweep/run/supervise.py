@@ -10,7 +10,6 @@ started. If the parent itself is SIGKILLed, the child learns it through its pare
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -21,9 +20,9 @@ from pathlib import Path
 import psutil
 
 from ..contract import paths
-from ..fileio.errors import plain_text
+from .attempts import record_failure
 from .bench import signal_name
-from .driver_io import ORPHANED, SUPERVISOR, now
+from .driver_io import ORPHANED, SUPERVISOR
 from .spawn import die_with_parent
 
 PASSED_ON = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -116,10 +115,7 @@ def record_killed(run_dir: Path, pid: int, sig: int) -> None:
     print(f"servesweep: {reason}", file=sys.stderr, flush=True)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
-        doc = {"time": now(), "reason": plain_text(reason), "logs": str(run_dir), "signal": signal_name(sig)}
-        tmp = (run_dir / paths.FAILURE_FILE).with_suffix(".tmp")
-        tmp.write_text(json.dumps(doc, indent=1) + "\n")
-        tmp.replace(run_dir / paths.FAILURE_FILE)  # atomic, as driver.record_failure
+        record_failure(run_dir, reason, signal=signal_name(sig))
     except OSError as e:
         print(f"servesweep: could not write {run_dir / paths.FAILURE_FILE}: {e}", file=sys.stderr)
 
