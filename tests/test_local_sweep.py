@@ -162,7 +162,8 @@ def test_summary_lists_every_point(sweep):
     accuracy = md.split("## Accuracy", 1)[1].split("\n## ", 1)[0]
     for n in LOCAL_RECIPES:
         doc = json.loads((wf / f"results/{n}/eval-mmlu.json").read_text())
-        assert re.search(rf"\| {n} +\| mmlu +\| abstract_algebra +\| {100 * doc['score']:.1f} % +\|", accuracy)
+        score = "no gradable answers" if doc["score"] is None else f"{100 * doc['score']:.1f} %"  # the mocker's words
+        assert re.search(rf"\| {n} +\| mmlu +\| abstract_algebra +\| {score}", accuracy), accuracy
 
 
 def test_snakemake_report_holds_every_point_by_scenario_and_recipe(sweep):

@@ -37,7 +37,10 @@ def write_if_changed(path: Path, text: str) -> bool:
                 return False
     except FileNotFoundError:
         pass
-    except IsADirectoryError:  # a leftover folder (e.g. of a recipe once named like this file): kept, aside
+    except IsADirectoryError:
+        if ".plans" not in path.parts:  # a folder where a result goes is the user's: the write fails, said
+            raise
+        # the workflow's own files: a leftover folder (of a recipe once named like this file), kept aside
         path.rename(path.with_name(f".{path.name}.leftover-{os.getpid()}"))
     private_dirs(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

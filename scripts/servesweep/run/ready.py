@@ -103,16 +103,16 @@ def wait_healthy(names: list[str], ctx: Context, handles: list[Handle], deadline
     """Wait until each named process's /health is ready; {name: monotonic time}."""
     urls = {n: ctx.url(ctx.processes[n].health_url, n) for n in names if ctx.processes[n].health_url}
     tls = tls_for(ctx, urls)
-    healthy: dict[str, float] = {}
+    seen: dict[str, float] = {}
     while True:
         check_alive(handles, "during startup")
         for name, url in urls.items():
-            if name not in healthy and healthy(url, tls):
-                healthy[name] = time.monotonic()
-        if len(healthy) == len(urls):
-            return healthy
+            if name not in seen and healthy(url, tls):
+                seen[name] = time.monotonic()
+        if len(seen) == len(urls):
+            return seen
         if time.monotonic() > deadline:
-            waiting = ", ".join(n for n in urls if n not in healthy)
+            waiting = ", ".join(n for n in urls if n not in seen)
             raise PointFailed(f"not healthy in time: {waiting}")
         time.sleep(0.05)
 

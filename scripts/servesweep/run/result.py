@@ -345,6 +345,7 @@ def document(plan: Plan, figs: dict, why: dict, export: dict, run: RunFacts) -> 
     """The result file's content (schemas/result.schema.yaml). SLO verdicts are the summary's:
     they follow the recipe's current SLO, which is not part of the plan."""
     warm = plan.benchmark.warmup.get("requests", 0)
+    figs = figs | {"energy": energy.figures(plan, export, Path(run.artifacts), why)}  # energy's hook (run/energy)
     trusted = _trusted(plan, figs, why, Path(run.artifacts))  # figures, unmeasured, marks, silences
     identity = {
         "recipe": plan.recipe,
@@ -386,7 +387,6 @@ def document(plan: Plan, figs: dict, why: dict, export: dict, run: RunFacts) -> 
             else "the responses' cached prompt tokens (aiperf's usage figures)"
         ),
     }
-    figs = figs | {"energy": energy.figures(plan, export, Path(run.artifacts), why)}  # energy's hook (run/energy)
     return {
         "schema": RESULT_SCHEMA,
         "identity": identity,
