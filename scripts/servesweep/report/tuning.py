@@ -226,7 +226,10 @@ def _sweep_part(df: pd.DataFrame, recipe: str, info: dict, by_cap: dict, basis: 
     if former:
         parts += ["", f"Results of earlier variants kept on disk, not selected: {', '.join(former)}."]
     made = tuning_plot(df[df["recipe"].isin(info["variants"])] if len(df) else df, recipe, plot_dir, basis)
-    return parts + (["", f"![tuning of {recipe}](plots/{made})"] if made else [])
+    drawn = (
+        f"![tuning of {recipe}](plots/{made})" if made else "_Pareto plot: no trusted point to draw (see the marks)._"
+    )
+    return parts + ["", drawn]
 
 
 def tuning_plot(df: pd.DataFrame, recipe: str, plot_dir: Path, basis: Basis = GPU_BASIS) -> str | None:
