@@ -454,7 +454,7 @@ def test_a_capacity_search_holds_one_allocation_and_starts_its_engines_once(swf,
     on one held stack: one sbatch (the stack's own job), one engine start; the job ends with the search.
     The recipe's eval is a step of the same job, on the same stack."""
     recipe = _search_recipe(swf, "slurm-cap", extra="\nevals:\n  mmlu: {tasks: [abstract_algebra], n_shots: 0}")
-    monkeypatch.setenv(STALL_SHARE_ENV, "0.5")  # the search's mechanics, not the loaded host's client (tests.md)
+    monkeypatch.setenv(STALL_SHARE_ENV, "1")  # the search's mechanics, not the loaded host's client (tests.md)
     since = time.time()
     try:
         r = sm(swf, "results/slurm-cap/capacity.json", "results/slurm-cap/eval-mmlu.json", timeout=900)
