@@ -20,15 +20,16 @@ def drawn(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["marks"] == ""]
 
 
-def pareto(df: pd.DataFrame) -> pd.DataFrame:
-    """Points not beaten on both total tok/s per GPU and output tok/s per user (marked ones are not points)."""
-    pts = drawn(df).dropna(subset=[THROUGHPUT, "output_tps_per_user"])
+def pareto(df: pd.DataFrame, throughput: str = THROUGHPUT) -> pd.DataFrame:
+    """Points not beaten on both ``throughput`` (total tok/s per GPU) and output tok/s per user (marked
+    ones are not points)."""
+    pts = drawn(df).dropna(subset=[throughput, "output_tps_per_user"])
     pts = pts.sort_values("output_tps_per_user", ascending=False)
     front, best = [], -1.0
-    for r in pts.itertuples():
-        if getattr(r, THROUGHPUT) > best:
-            front.append(r.Index)
-            best = getattr(r, THROUGHPUT)
+    for idx, value in pts[throughput].items():
+        if value > best:
+            front.append(idx)
+            best = value
     return pts.loc[front].sort_values("output_tps_per_user")
 
 

@@ -15,6 +15,7 @@ from tabulate import tabulate
 from ..contract import paths
 from ..contract.figures import NOISE_BAND
 from .fmt import num
+from .plots import pareto
 from .ranking import Candidate, noise
 
 TABLE = {"tablefmt": "github", "disable_numparse": True}
@@ -255,7 +256,7 @@ def tuning_plot(df: pd.DataFrame, recipe: str, plot_dir: Path, basis: Basis = GP
         for r in vdf.itertuples():
             ax.annotate(f"{short} c{r.concurrency}", (getattr(r, cols[0]), getattr(r, cols[1])), fontsize=6,
                         textcoords="offset points", xytext=(3, 3))  # fmt: skip
-    front = _frontier(pts, cols)
+    front = pareto(pts, basis.tps)  # the summary's frontier, on this table's basis
     ax.plot(front[cols[0]], front[cols[1]], "k--", lw=1, label="Pareto frontier")
     ax.set_xlabel("output tok/s per user")
     ax.set_ylabel("total tok/s per GPU" if basis.per == "GPU" else "total tok/s per stack (GPUs virtual)")
@@ -268,13 +269,3 @@ def tuning_plot(df: pd.DataFrame, recipe: str, plot_dir: Path, basis: Basis = GP
     fig.savefig(plot_dir / name, dpi=110)
     plt.close(fig)
     return name
-
-
-def _frontier(pts: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
-    """The points no other beats on both columns (per-user rate, throughput)."""
-    front, best = [], -math.inf
-    for idx, r in pts.sort_values(cols[0], ascending=False).iterrows():
-        if r[cols[1]] > best:
-            front.append(idx)
-            best = r[cols[1]]
-    return pts.loc[front].sort_values(cols[0])
