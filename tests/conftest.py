@@ -10,8 +10,15 @@ from pathlib import Path
 import pytest
 
 from servesweep.contract import heartbeat
+from servesweep.run.trust import STALL_SHARE_ENV
 
 from helpers import LOCAL_RECIPES, RELIABILITY, copy_workflow
+
+# Every real stack the suite starts runs beside two others on two cores: aiperf's event loop stalls for
+# 5-70 % of a short window, and a client-bound mark would blank the very figures a test is about. The
+# marks are tested on recorded exports (test_trust) and on a client starved on purpose, each setting
+# the bound itself; everywhere else the loaded host's client is not judged (docs/tests.md).
+os.environ.setdefault(STALL_SHARE_ENV, "inf")
 
 
 @pytest.fixture(autouse=True)

@@ -15,8 +15,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from servesweep.run.trust import STALL_SHARE_ENV
-
 from helpers import ROOT, copy_workflow, no_processes_left, snakemake, write_recipe
 
 pytestmark = pytest.mark.integration
@@ -88,8 +86,7 @@ def _tighter_slo(wf: Path, held: int) -> tuple[float, int]:
     pytest.fail(f"no SLO between the measured TTFT p95s below c{held} leaves a probe to run: {probes(wf)}")
 
 
-def test_capacity_search_caches_probes_and_reuses_them_when_the_slo_tightens(cwf, monkeypatch):
-    monkeypatch.setenv(STALL_SHARE_ENV, "0.5")  # the search's mechanics, not the loaded host's client (tests.md)
+def test_capacity_search_caches_probes_and_reuses_them_when_the_slo_tightens(cwf):
     # 1. the dry run names the first probe and runs nothing
     r = snakemake(cwf, "-n", TARGET)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]

@@ -18,7 +18,6 @@ import psutil
 import pytest
 
 from servesweep.run.result import validate_result
-from servesweep.run.trust import STALL_SHARE_ENV
 
 from helpers import (
     BIN,
@@ -449,12 +448,11 @@ def _search_recipe(swf: Path, name: str, duration: int = 6, extra: str = "") -> 
     return recipe
 
 
-def test_a_capacity_search_holds_one_allocation_and_starts_its_engines_once(swf, monkeypatch):
+def test_a_capacity_search_holds_one_allocation_and_starts_its_engines_once(swf):
     """Each probe is decided after the previous one and is its own cached target, yet all of them run
     on one held stack: one sbatch (the stack's own job), one engine start; the job ends with the search.
     The recipe's eval is a step of the same job, on the same stack."""
     recipe = _search_recipe(swf, "slurm-cap", extra="\nevals:\n  mmlu: {tasks: [abstract_algebra], n_shots: 0}")
-    monkeypatch.setenv(STALL_SHARE_ENV, "1")  # the search's mechanics, not the loaded host's client (tests.md)
     since = time.time()
     try:
         r = sm(swf, "results/slurm-cap/capacity.json", "results/slurm-cap/eval-mmlu.json", timeout=900)

@@ -12,7 +12,6 @@ import yaml
 
 from servesweep.render.loading import load_recipes
 from servesweep.report.tuning import Standing, ranking, verdict_line
-from servesweep.run.trust import STALL_SHARE_ENV
 from servesweep.tools.samples import result_doc
 from servesweep.workflow.halving import Screened, decide
 
@@ -210,7 +209,7 @@ def test_a_sweep_over_its_budget_is_refused_before_anything_runs(tmp_path):
 
 
 @pytest.mark.integration
-def test_a_real_sweep_starts_one_stack_per_server_configuration_and_ranks_its_variants(tmp_path, monkeypatch):
+def test_a_real_sweep_starts_one_stack_per_server_configuration_and_ranks_its_variants(tmp_path):
     """4 variants, 2 server configurations (an axis over the client's warm-up shares a stack): 2 engine
     starts; the summary ranks the variants and draws them."""
     wf = copy_workflow(tmp_path / "wf", ["local-tune-mocker"])
@@ -222,7 +221,6 @@ def test_a_real_sweep_starts_one_stack_per_server_configuration_and_ranks_its_va
         "warm": {"field": "scenario.warmup.requests", "values": [2, 4]},
     }
     f.write_text(yaml.safe_dump(doc, sort_keys=False))
-    monkeypatch.setenv(STALL_SHARE_ENV, "0.5")  # the stacks and the table, not the loaded host's client
     since = time.time()
     try:
         r = snakemake(wf, "results/summary.md", timeout=600)

@@ -20,6 +20,12 @@ from servesweep.tools import audit
 from helpers import plan_of
 
 
+@pytest.fixture(autouse=True)
+def _product_bound(monkeypatch):
+    """These tests judge the client at the product's own bound, not the suite's (conftest)."""
+    monkeypatch.delenv(trust.STALL_SHARE_ENV, raising=False)
+
+
 def _document(art: Path, records: list[dict], stalls_ms=(), plan_name: str = "local-agg-2x-mocker") -> dict:
     plan = Plan.from_json(plan_of(plan_name))
     export = fx.summary_export(records)
