@@ -21,6 +21,7 @@ import yaml
 
 from servesweep.report.missing import missing_points
 from servesweep.run.slots import port_free
+from servesweep.run.trust import CLIENT_STALL_SHARE, STALL_SHARE_ENV
 
 from helpers import (
     BIN,
@@ -231,6 +232,38 @@ def test_a_frontend_paused_and_resumed_inside_the_window_marks_the_point_stalled
     (stall,) = json.loads((fwf / f"results/{name}/c2.json").read_text())["stalls"]
     assert stall["process"] == "frontend" and stall["seconds"] >= 3 and "is stopped" in stall["seen"], stall
     assert "stall: frontend served nothing for" in err
+
+
+def test_a_client_paused_inside_the_window_is_marked_client_bound_and_not_measured(fwf, reliability):
+    """aiperf itself stopped 1.5 s mid-window (a starved client, on purpose), at the product's own
+    bound: its event loops report the stall, the point is marked client-bound, its client-timed
+    figures are unmeasured with the reason, and the end-to-end rate per user is still recorded."""
+    reliability("faults", "client paused mid-benchmark")
+    name = write_recipe(fwf, "paused-client", duration=8)
+    stopped: list[psutil.Process] = []
+    with no_processes_left(fwf), running_point(fwf, name, env={STALL_SHARE_ENV: str(CLIENT_STALL_SHARE)}) as p:
+        aiperf = wait_until(lambda: _aiperf_running(p.pid), 60, "aiperf and its children")
+        _benchmarking(fwf, name)
+        try:
+            for proc in [aiperf, *aiperf.children(recursive=True)]:
+                proc.suspend()
+                stopped.append(proc)
+            since = time.monotonic()
+            wait_until(lambda: time.monotonic() - since > 1.5, 30, "a 1.5 s pause of the client")
+        finally:
+            for proc in stopped:
+                try:
+                    proc.resume()
+                except psutil.NoSuchProcess:
+                    pass
+        _, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err[-2000:]
+    doc = json.loads((fwf / f"results/{name}/c2.json").read_text())
+    bound = [m["reason"] for m in doc["marks"] if m["mark"] == "client-bound"]
+    assert bound and "aiperf's event loop stalled" in bound[0] and "bound 5%" in bound[0], doc["marks"]
+    f = doc["figures"]
+    assert f["ttft_s"]["p95"] is None and "client-bound" in doc["unmeasured"]["ttft_s"]
+    assert f["client"]["worst_stall_ms"] >= 1000 and f["client"]["e2e_output_tps_per_user"] > 0
 
 
 def test_a_killed_driver_leaves_its_failure_record(fwf, reliability):
