@@ -26,7 +26,6 @@ from helpers import (
     require,
     stack_driver_log,
     stack_logs,
-    wait_for_text,
     wait_until,
 )
 from slurm.cluster import PRIVATE_DIRS, SlurmCluster, available
@@ -245,13 +244,16 @@ def _run_until_bench(swf, target, *extra, wait_for=None, first=None, env=None, l
     watched = Path(wait_for or target)
     log = swf / "logs" / watched.parent.relative_to("results") / watched.stem / "driver.log"
     try:
-        wait_for_text(log, "bench: aiperf", timeout=240)
+        benchmarking = lambda: proc.poll() is not None or (log.exists() and "bench: aiperf" in log.read_text())  # noqa: E731
+        wait_until(benchmarking, 240, f"'bench: aiperf' in {log} (or snakemake's end)")
+        if proc.poll() is not None:  # it ended first: its own words say why (a search stopped, a refusal)
+            raise AssertionError(f"snakemake ended (exit {proc.returncode}) before {watched} benchmarked")
         if first:
             assert (swf / first).exists(), f"{first} should be done before {watched} benchmarks"
-    except AssertionError:
+    except AssertionError as e:
         proc.kill()
-        proc.communicate(timeout=30)
-        raise
+        out, _ = proc.communicate(timeout=30)
+        raise AssertionError(f"{e}\n{out[-3000:]}") from None
     return proc
 
 
