@@ -31,7 +31,7 @@ if HELD:
     ruleorder: held_point > point
 
     # A point on a held stack (Slurm): it runs here, submits the stack's own job if none is up for
-    # its servers, and runs its driver as a step of that job (servesweep/run/held.py).
+    # its servers, and runs its driver as a step of that job (servesweep/run/stacks/held.py).
     checkpoint held_point:
         input:
             unpack(KIT.point_inputs()),

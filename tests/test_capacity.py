@@ -190,7 +190,7 @@ def test_slurm_dry_run_runs_a_search_on_a_held_stack_sized_for_its_worst_case(tm
     the search's worst case of probes and nothing more."""
     from servesweep.capacity.search import probes_left_at_most
     from servesweep.contract.plan import CurveHint, Plan
-    from servesweep.run.held import HoldRequest
+    from servesweep.run.stacks.held import HoldRequest
     from servesweep.workflow.entry import load_or_exit
 
     wf = copy_workflow(tmp_path / "wf", [PROD])

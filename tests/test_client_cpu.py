@@ -102,7 +102,7 @@ def test_the_preflight_warns_beyond_what_the_clients_cores_carry_locally():
 
 def test_on_slurm_the_plan_gives_the_benchmark_step_the_cpus_of_a_task_and_warns_beyond_them():
     from servesweep.contract.plan import Plan, batch_step_tasks
-    from servesweep.run.heldstep import _step_argv
+    from servesweep.run.stacks.held_step import _step_argv
 
     plan = plan_of("gemma4-hgx02-4x-tp2-sglang", 64)
     cpus = batch_step_tasks(plan["resources"])["cpus_per_task"]

@@ -8,14 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from servesweep.contract.stack_registry import Current
-from servesweep.run.held import HoldRequest, held_decision
 from servesweep.run.slurmjob import Job
 from servesweep.run.slurmjob import seconds as slurm_seconds
-from servesweep.run.stackdir import State
+from servesweep.run.stacks.decide import join_start_or_fail
+from servesweep.run.stacks.held import HoldRequest, held_seen
+from servesweep.run.stacks.registry import Current, State
 
 CUR = Current("s1", Path("/x/s1"), 0, "host:1", "abcd", 0.0, "42")
 RUNNING = Job("42", "RUNNING", "node1", 3600.0)
+
+
+def decide_held(cur, server, state, job, need_s, canary=None):
+    """A held point's decision as ``stacks/held`` takes it: its job stands for its keeper."""
+    return join_start_or_fail(cur, server, canary, held_seen(state, job, need_s))
 
 
 @pytest.mark.parametrize(
@@ -35,7 +40,7 @@ RUNNING = Job("42", "RUNNING", "node1", 3600.0)
     ],
 )
 def test_a_point_joins_the_held_stack_or_starts_one(cur, state, job, expected):
-    assert held_decision(cur, "abcd", state, job, need_s=120) == expected
+    assert decide_held(cur, "abcd", state, job, need_s=120) == expected
 
 
 @pytest.mark.parametrize(
@@ -48,8 +53,8 @@ def test_a_point_joins_the_held_stack_or_starts_one(cur, state, job, expected):
     ],
 )
 def test_a_stack_that_died_in_this_run_ends_its_configurations_other_points(job, canary, expected):
-    assert held_decision(CUR, "abcd", State.DEAD, job, need_s=120, canary=canary) == expected
-    assert held_decision(CUR, "abcd", State.READY, RUNNING, need_s=120, canary=canary) == "join"
+    assert decide_held(CUR, "abcd", State.DEAD, job, need_s=120, canary=canary) == expected
+    assert decide_held(CUR, "abcd", State.READY, RUNNING, need_s=120, canary=canary) == "join"
 
 
 @pytest.mark.parametrize(
@@ -77,7 +82,7 @@ def test_a_step_cut_by_the_jobs_end_counts_only_after_its_own_valid_result(tmp_p
     import time
 
     from servesweep.contract.plan import Plan
-    from servesweep.run.heldstep import _written
+    from servesweep.run.stacks.held_step import _written
     from servesweep.tools.samples import result_doc
 
     from helpers import plan_of
@@ -111,7 +116,7 @@ def test_a_job_the_controller_forgot_is_gone_not_an_error(monkeypatch):
 
     monkeypatch.setattr(slurmjob, "query", squeue)
     assert slurmjob.job("26") == Job("26", "GONE", "", None)
-    assert held_decision(CUR, "abcd", State.READY, slurmjob.job("26"), need_s=120) == "start"
+    assert decide_held(CUR, "abcd", State.READY, slurmjob.job("26"), need_s=120) == "start"
 
 
 def test_the_bill_takes_the_startup_and_each_points_time_from_the_latest_results(tmp_path):
@@ -161,7 +166,7 @@ def test_only_the_allocations_end_is_an_infrastructure_failure(after, before, no
 def test_a_stacks_waiting_points_take_turns_in_order_and_a_dead_ones_ticket_is_dropped(tmp_path):
     import subprocess
 
-    from servesweep.run.held import _first_alive
+    from servesweep.run.stacks.held import _first_alive
 
     dead = subprocess.Popen(["true"])
     dead.wait()

@@ -99,7 +99,7 @@ def test_recipes_with_one_server_identity_share_one_held_stack(tmp_path, monkeyp
     other; the stack's curve file counts the points of both recipes and sizes its job for one startup
     and every point."""
     from servesweep.contract.plan import CurveHint, Plan
-    from servesweep.run.held import HoldRequest
+    from servesweep.run.stacks.held import HoldRequest
 
     wf = _two_scenarios(tmp_path)
     sel = Selection(wf, "hcm-hgx02")

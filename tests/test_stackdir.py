@@ -6,20 +6,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
-from servesweep.run.stackdir import (
-    TRANSITIONS,
-    ProtocolError,
-    StackDir,
-    State,
-    Status,
-    joinable,
-    keeper_decision,
-)
+from servesweep.run.stacks.decide import Seen, join_start_or_fail, stop_reason
+from servesweep.run.stacks.registry import TRANSITIONS, Current, ProtocolError, StackDir, State, Status
 
-CURRENT = {"server": "c1", "invocation": "local:1", "dir": "x", "id": "x"}
+CURRENT = Current("x", Path("x"), 4242, "local:1", "c1")
 
 
 def test_states_follow_the_allowed_transitions(tmp_path):
@@ -78,15 +73,16 @@ def test_an_unknown_or_garbage_state_is_never_joined(tmp_path):
         (CURRENT, State.READY, False, "start"),  # its keeper is gone
         (CURRENT, State.STOPPED, True, "start"),  # stopping: never join
         (CURRENT, State.DEAD, True, "fail"),  # the curve's stack died: fail at once
-        ({**CURRENT, "server": "c2"}, State.READY, True, "start"),  # another server configuration
-        ({**CURRENT, "invocation": "local:2"}, State.READY, True, "start"),  # another snakemake
-        ({**CURRENT, "invocation": "local:2", "linger_s": 60}, State.READY, True, "join"),  # it lingers
-        ({**CURRENT, "invocation": "local:2", "linger_s": 60}, State.STARTING, True, "start"),
-        ({**CURRENT, "invocation": "local:2", "linger_s": 60}, State.READY, False, "start"),
+        (replace(CURRENT, server="c2"), State.READY, True, "start"),  # another server configuration
+        (replace(CURRENT, invocation="local:2"), State.READY, True, "start"),  # another snakemake
+        (replace(CURRENT, invocation="local:2", linger_s=60), State.READY, True, "join"),  # it lingers
+        (replace(CURRENT, invocation="local:2", linger_s=60), State.STARTING, True, "start"),
+        (replace(CURRENT, invocation="local:2", linger_s=60), State.READY, False, "start"),
+        (None, None, False, "start"),  # nothing recorded
     ],
 )
 def test_a_point_joins_starts_or_fails(current, state, keeper_alive, expected):
-    assert joinable(current, "c1", "local:1", Status(state), keeper_alive) == expected
+    assert join_start_or_fail(current, "c1", "local:1", Seen(state, keeper_alive)) == expected
 
 
 def test_turns_count_positions_and_a_finished_turn_clears_running(tmp_path):
@@ -140,7 +136,7 @@ GONE = "the snakemake process running the points is gone"
     ],
 )
 def test_the_keeper_stops_only_for_a_reason(args, reason):
-    assert keeper_decision(*args) == reason
+    assert stop_reason(*args) == reason
 
 
 def test_a_follow_up_run_adopts_a_lingering_stack_and_counts_from_there(tmp_path):
@@ -157,8 +153,7 @@ def test_a_follow_up_run_adopts_a_lingering_stack_and_counts_from_there(tmp_path
 
 
 def test_the_registry_records_the_current_stack_and_distrusts_a_file_it_did_not_write(tmp_path):
-    from servesweep.contract.stack_registry import Current
-    from servesweep.run.stackdir import Registry
+    from servesweep.run.stacks.registry import Registry
 
     reg = Registry(tmp_path)
     assert reg.current() is None  # nothing recorded yet
@@ -176,3 +171,53 @@ def test_the_registry_records_the_current_stack_and_distrusts_a_file_it_did_not_
     lock = reg.lock()
     assert lock.acquire(blocking=False)
     lock.close()
+
+
+# run/stacks, bottom up: each module imports only those before it, and a run module it imports from
+# outside imports only those before it too (a point followed through the calls never climbs back)
+LAYERS = ("registry", "decide", "common", "processes", "warm", "held", "held_step", "keeper")
+
+
+def _froms(src: str, level: int) -> list[tuple[str, list[str]]]:
+    """(module, names) of each ``from`` import at relative ``level`` in ``src``."""
+    import ast
+
+    nodes = [n for n in ast.walk(ast.parse(src)) if isinstance(n, ast.ImportFrom) and n.level == level]
+    return [(n.module or "", [a.name for a in n.names]) for n in nodes]
+
+
+def _stack_modules(src: str, inside: bool) -> set[str]:
+    """The run/stacks modules a module imports: one of the package (``inside``) or of run/."""
+    out = set()
+    for module, names in _froms(src, 1):
+        parts = module.split(".") if module else []
+        if inside:
+            out |= {parts[0]} if parts else set(names)
+        elif parts[:1] == ["stacks"]:
+            out |= {parts[1]} if len(parts) > 1 else set(names)
+    return out
+
+
+def _climbs_back(stacks: dict[str, str], run: dict[str, str]) -> list[str]:
+    """``stacks``: package module -> source; ``run``: a run/ module -> source. Each climb back, as text."""
+    found = []
+    for name in LAYERS:
+        below = set(LAYERS[: LAYERS.index(name)])
+        found += [f"{name} -> {m}" for m in sorted(_stack_modules(stacks[name], True) - below)]
+        outside = {module.split(".")[0] for module, _ in _froms(stacks[name], 2) if module}
+        outside |= {n for module, names in _froms(stacks[name], 2) if not module for n in names}
+        for o in sorted(outside & set(run)):
+            found += [f"{name} -> {o} -> {m}" for m in sorted(_stack_modules(run[o], False) - below)]
+    return found
+
+
+def test_a_point_followed_through_the_stack_package_never_climbs_back():
+    pkg = Path(__file__).parent.parent / "scripts" / "servesweep" / "run"
+    stacks = {f.stem: f.read_text() for f in (pkg / "stacks").glob("*.py") if f.stem != "__init__"}
+    assert set(stacks) == set(LAYERS)
+    run = {f.stem: f.read_text() for f in pkg.glob("*.py")}
+    assert _climbs_back(stacks, run) == []
+    planted = stacks | {"common": stacks["common"] + "from .warm import SharedStack\n"}
+    assert _climbs_back(planted, run) == ["common -> warm"]
+    via_run = run | {"slurmjob": run["slurmjob"] + "from .stacks.held import HeldStack\n"}
+    assert _climbs_back(stacks, via_run) == ["held -> slurmjob -> held"]

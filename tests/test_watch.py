@@ -184,7 +184,7 @@ def test_a_consequence_seen_first_names_the_stopped_process_behind_it(server, qu
 
 
 def test_a_stack_failure_names_the_running_point_where_the_phase_is_never_after_the_log_tail():
-    from servesweep.run.keeper import _with_point
+    from servesweep.run.stacks.keeper import _with_point
 
     died = "process agg-1 exited with code -9 mid-curve; log x/agg-1.log, last lines:\nINFO a\nINFO b"
     assert _with_point(died, "c96 (rehearsed at c32)") == (

@@ -107,19 +107,19 @@ def cmd_run_profile(a) -> int:
 
 
 def cmd_run_held_check(a) -> int:
-    from .run.heldstep import run_held_check
+    from .run.stacks.held_step import run_held_check
 
     return run_held_check(a.check, Path(a.plan), Path(a.inputs), Path(a.out), a.partition or None, a.account or None)
 
 
 def cmd_run_held_point(a) -> int:
-    from .run.heldstep import run_held_point
+    from .run.stacks.held_step import run_held_point
 
     return run_held_point(Path(a.plan), Path(a.result), a.partition or None, a.account or None)
 
 
 def cmd_keep_stack(a) -> int:
-    from .run.keeper import keep_stack
+    from .run.stacks.keeper import keep_stack
 
     return keep_stack(Path(a.plan), Path(a.dir), a.id, a.watch, a.expect, Path(a.result))
 

@@ -153,7 +153,7 @@ def result_file(recipe: str, conc: int, rehearsal: bool = False) -> str:
 
 def earlier_run_dir(restart: int) -> str:
     """In a held stack's dir: what its job's run before the ``restart``-th one left (its state, logs,
-    credentials, etcd data; run/stackdir.reincarnate)."""
+    credentials, etcd data; run/stacks/registry.reincarnate)."""
     return f"{EARLIER_RUN_PREFIX}{restart}"
 
 

@@ -336,7 +336,7 @@ def load_plan(path: Path) -> Plan:
 
 # The Slurm executor plugin's resource -> its value from a plan's resources (batch-step geometry
 # applied, ``runtime_min`` the job's limit). The one mapping: the plugin's jobs (its keys are what a
-# rule declares, workflow/rulekit) and a held stack's own sbatch (:func:`sbatch_args`, run/held).
+# rule declares, workflow/rulekit) and a held stack's own sbatch (:func:`sbatch_args`, run/stacks/held).
 _SLURM_RESOURCES = {
     "nodes": lambda res: res["nodes"],
     "tasks": lambda res: res["tasks"],

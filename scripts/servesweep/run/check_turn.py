@@ -25,7 +25,7 @@ def take_turn(
     plan_path: Path, out_path: Path, check: str, schema_file: str, measure: Measure, join: Path | None = None
 ) -> int:
     """Exit status: 0 written, 1 failed (said in the check's driver.log), 2 unusable plan, 128+N signal.
-    ``join``: the held stack it runs on, as a step of that stack's Slurm job (run/held)."""
+    ``join``: the held stack it runs on, as a step of that stack's Slurm job (run/stacks/held)."""
     plan = private_plan(plan_path)
     if plan is None:
         return 2

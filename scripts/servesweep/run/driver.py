@@ -33,13 +33,13 @@ from . import (
     window,
 )
 from .attempts import keep_earlier_attempt, record_failure
-from .curve import Invocation, SharedStack, reset_prefix_caches
 from .driver_io import ORPHANED, Interrupted, Say, now, point_label, private_plan, raise_interrupt
 from .engine_load import figures as engine_load_figures
 from .preamble import running_versions
 from .ready import PointFailed, registration_drift, tls_for
 from .spawn import LocalSpawner, MissingSecret, die_with_parent, inherited_env, stop_all
-from .stack import Stack
+from .stacks.processes import Stack
+from .stacks.warm import Invocation, SharedStack, reset_prefix_caches
 from .supervise import supervised
 from .watch import StackWatch, targets
 

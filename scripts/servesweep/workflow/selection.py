@@ -180,7 +180,7 @@ class Selection:
     def resources(self, recipe: str, conc: int, check: bool = False) -> dict:
         """What the point's own Slurm job (``check``: a check's on the point's stack) asks for: one
         startup and its own time. Only a recipe that reuses no stack has such jobs; every other runs
-        on a held stack, sized from the curve file (run/held)."""
+        on a held stack, sized from the curve file (run/stacks/held)."""
         res = batch_step_tasks(self.index.facts(recipe, conc).resources)
         if check:
             return dict(res, runtime_min=math.ceil((res["startup_s"] + CHECK_S) / 60))

@@ -2,7 +2,7 @@
 ``fingerprints.server``: everything that makes the servers what they are, nothing the client
 decides) whose stacks may be reused. They run back to back on it. On Slurm every such stack is
 *held*: a Slurm job of its own that its points, probes and checks reach as job steps
-(``run/held``), sized here; a point's failure ends no other point."""
+(``run/stacks/held``), sized here; a point's failure ends no other point."""
 
 from __future__ import annotations
 

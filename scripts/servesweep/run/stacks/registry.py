@@ -1,5 +1,5 @@
-"""The warm-stack protocol in one place: a stack directory's files, its states and the legal
-transitions between them, and the decisions the keeper and the points take from them.
+"""The warm-stack registry and state machine: a stack directory's files, its states and the legal
+transitions between them, and ``current.json``, the stack a server identity's next point joins.
 
 The stacks of one server identity live under ``logs/stacks/<server>/`` (``paths.stacks_dir``), shared
 by every recipe with those servers: ``current.json`` names
@@ -7,7 +7,8 @@ the stack a new point should join, ``registry.lock`` serializes joining against 
 stack's own directory: ``state.json`` (the keeper's), ``served.json`` and ``running.json`` (the
 points'), ``waiting/<pid>`` (points attached and not done), ``turn.lock`` (one benchmark at a time),
 ``keeper.lock`` (one keeper per stack), ``owner.json`` (the snakemake run a lingering stack serves
-now: a follow-up run adopts it). The decisions below are pure: unit-tested without processes.
+now: a follow-up run adopts it). Written and read by the run side only (this package); render and
+workflow never read it. The decisions taken from them are ``stacks/decide``'s.
 """
 
 from __future__ import annotations
@@ -16,14 +17,47 @@ import fcntl
 import json
 import os
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 import psutil
 
-from ..contract import paths
-from ..contract.stack_registry import CURRENT_FILE, STATE_FILE, TRANSITIONS, Current, State, read_current
-from ..fileio.files import read_json_object as read_json
-from ..fileio.files import write_if_changed
+from ...contract import paths
+from ...contract.paths import CURRENT_FILE, STATE_FILE
+from ...fileio.files import read_json_object as read_json
+from ...fileio.files import write_if_changed
+
+
+class State(StrEnum):
+    STARTING = "starting"
+    READY = "ready"
+    STOPPED = "stopped"  # torn down (or about to be) because no point needs it
+    DEAD = "dead"  # a process died, startup failed or the keeper was interrupted
+
+
+TRANSITIONS = {
+    None: {State.STARTING},
+    State.STARTING: {State.READY, State.DEAD},
+    State.READY: {State.STOPPED, State.DEAD},
+    State.STOPPED: set(),
+    State.DEAD: set(),
+}
+
+
+@dataclass(frozen=True)
+class Current:
+    """``current.json``: the stack a new point of the curve should join, and who keeps it."""
+
+    id: str
+    dir: Path
+    keeper: int  # its pid on this host (0: a held stack, whose keeper runs in a Slurm job of its own)
+    invocation: str  # the snakemake run (and its parent) that started it
+    server: str  # the server identity of the plans it serves (fingerprints.server)
+    linger_s: float = 0.0  # it stays up this long after its last point: another run may join it
+    job: str = ""  # a held stack: its own Slurm job
+
+    def to_json(self) -> dict:
+        return {**self.__dict__, "dir": str(self.dir)}
 
 
 class ProtocolError(Exception):
@@ -182,44 +216,14 @@ class Registry:
 
     def current(self) -> Current | None:
         """The recorded stack, or None when there is none or the file is not one we wrote."""
-        return read_current(self.root)
+        doc = read_json(self.root / CURRENT_FILE)
+        try:
+            return Current(
+                str(doc["id"]), Path(doc["dir"]), int(doc["keeper"]), str(doc["invocation"]), str(doc["server"]),
+                float(doc.get("linger_s", 0)), str(doc.get("job", "")),
+            )  # fmt: skip
+        except (KeyError, TypeError, ValueError):
+            return None
 
     def record(self, current: Current) -> None:
         write_json(self.root / CURRENT_FILE, current.to_json())
-
-
-def joinable(current: dict, server: str, invocation: str, status: Status, keeper_alive: bool) -> str:
-    """What a new point does with its server identity's current stack: ``join``, ``start`` a new
-    one, or ``fail`` (the stack died: the points that wanted it fail at once). Another snakemake
-    run joins only a stack that lingers for it (or a held one: its own Slurm job), once ready."""
-    if current.get("server") != server:
-        return "start"
-    if current.get("invocation") != invocation:
-        shared = current.get("linger_s") or current.get("job")
-        return "join" if shared and keeper_alive and status.state is State.READY else "start"
-    if status.state is State.DEAD:
-        return "fail"
-    if keeper_alive and status.state in (None, State.STARTING, State.READY):
-        return "join"
-    return "start"
-
-
-def keeper_decision(
-    waiting: bool, served: int, expected: int, searching: bool, idle: tuple[float, float, float], owner_gone: str | None
-) -> str | None:
-    """Why the keeper stops now, or None to keep the stack: the snakemake that wanted it is gone,
-    every expected point is done (and no search wants more) and it has lingered as asked, or no
-    point came for too long. ``idle``: (seconds since a point last held it, the idle limit, linger)."""
-    idle_s, idle_limit_s, linger_s = idle
-    done = served >= expected and not searching
-    if done and linger_s > 0 and not waiting:  # up for a follow-up run, also once this one has ended
-        return None if idle_s <= linger_s else f"all {served} expected point(s) done, then lingered {linger_s:.0f} s"
-    if owner_gone:
-        return owner_gone
-    if waiting:
-        return None
-    if done:
-        return f"all {served} expected point(s) done"
-    if idle_s > idle_limit_s:
-        return f"idle for {idle_limit_s:.0f} s after {served} point(s)"
-    return None

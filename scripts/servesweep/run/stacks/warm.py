@@ -6,51 +6,27 @@ process that owns the stack: it starts it, watches every process, and tears it d
 the expected points are done, when it has been idle, or when the snakemake process that
 runs the points is gone (Ctrl-C, SIGKILL, scancel, time limit). Each point attaches, waits
 its turn (one benchmark at a time), runs aiperf against the stack and writes its own
-result. The stack directory's files, states and transitions are ``stackdir``'s.
+result. The stack directory's files, states and transitions are ``stacks/registry``'s, the
+decisions ``stacks/decide``'s; what this shares with a held stack, ``stacks/common``'s.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
-
-from ..contract import paths
-from ..contract.plan import CurveHint, Plan, curve_file, read_curve
-from ..contract.stack_registry import Current
-from .driver_io import point_label
-from .metrics import http_post_json
-from .ready import PointFailed
-from .stack import StackInfo
-from .stackdir import Flock, Registry, StackDir, State, alive, joinable
-
-IDLE_TIMEOUT_S = float(os.environ.get("SERVESWEEP_STACK_IDLE_S", "90"))
-
-
-def snakemake_ancestor() -> int | None:
-    """The outermost snakemake process above this point: the main one locally; in a Slurm group job
-    the one in the batch step that runs every member (each member runs in a snakemake of its own)."""
-    found = None
-    try:
-        p = psutil.Process().parent()
-        while p is not None:  # `snakemake ...`, `python .../bin/snakemake ...` or `python -m snakemake ...`
-            if any(Path(part).name == "snakemake" for part in p.cmdline()[:3]):
-                found = p.pid
-            p = p.parent()
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        pass
-    return found
-
-
-def stacks_root(plan: Plan) -> Path:
-    """Where the stacks of the plan's server identity live: points of any recipe with the same
-    servers (they differ only in what the client does) join the same stack."""
-    return Path.cwd() / paths.stacks_dir(plan.fingerprints["server"], plan.rehearsal)
+from ...contract import paths
+from ...contract.plan import Plan
+from ..driver_io import point_label
+from ..metrics import http_post_json
+from ..ready import PointFailed
+from .common import curve_state, keeper_argv, new_stack_dir, snakemake_ancestor, stacks_root
+from .decide import Seen, join_start_or_fail
+from .processes import StackInfo
+from .registry import Current, Flock, Registry, StackDir, State, Status, alive
 
 
 @dataclass(frozen=True)
@@ -101,10 +77,9 @@ class SharedStack:
         if self.join is not None:
             return self._join_held(Path(self.join))
         cur = self.registry.current()
-        status = StackDir(cur.dir).status() if cur else None
-        what = "start"
-        if cur and status is not None:
-            what = joinable(cur.to_json(), self.plan.fingerprints["server"], self.inv.key, status, alive(cur.keeper))
+        status = StackDir(cur.dir).status() if cur else Status(None)
+        seen = Seen(status.state, cur is not None and alive(cur.keeper))
+        what = join_start_or_fail(cur, self.plan.fingerprints["server"], self.inv.key, seen)
         if what == "fail":  # the stack died: the points that wanted it fail at once
             raise PointFailed(f"the stack {cur.id} died: {status.message}")
         if what == "join":
@@ -122,12 +97,9 @@ class SharedStack:
         return d
 
     def _start_keeper(self) -> Path:
-        stack_id = f"{self.plan.fingerprints['server'][:8]}-{int(time.time() * 1000) % 10**10}-{os.getpid()}"
-        d = self.registry.root / stack_id
-        d.mkdir(parents=True)
-        argv = [sys.executable, "-m", "servesweep", "keep-stack", str(self.plan_path), "--dir", str(d)]
-        argv += ["--id", stack_id, "--watch", str(self.inv.snakemake_pid), "--expect", str(expected_points(self.plan))]
-        argv += ["--result", str(self.result_path)]
+        d = new_stack_dir(self.registry.root, self.plan.fingerprints["server"])
+        stack_id = d.name
+        argv = keeper_argv(self.plan, self.plan_path, d, self.inv.snakemake_pid, self.result_path)
         with open(d / paths.KEEPER_LOG, "ab") as log:
             keeper = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -211,18 +183,6 @@ class SharedStack:
             self.say(f"stack: keeper {keeper} still running {4 * grace + 30:.0f} s after the last point")
         else:
             self.say(f"stack: {self.dir.name} torn down")
-
-
-def expected_points(plan: Plan) -> int:
-    """How many points of this curve the main process expected to run (a hint for an early
-    teardown; the idle timeout covers a wrong guess)."""
-    return curve_state(plan).expected
-
-
-def curve_state(plan: Plan) -> CurveHint:
-    """Points expected, whether a capacity search of the curve will ask for more probes (the main
-    process learns of each probe only once the previous one has run), and the linger."""
-    return read_curve(Path.cwd() / curve_file(plan.fingerprints["server"], plan.rehearsal))
 
 
 def reset_prefix_caches(plan: Plan, ctx, position: int) -> tuple[bool | None, str]:

@@ -2,7 +2,7 @@
 the stack keeper as its batch script, sized from the curve file), started by the first point that
 needs it and found in the registry (``current.json``) by the next ones, also by a follow-up
 snakemake while it lingers. Its points, probes and checks run their drivers as steps of that job
-(``run/heldstep``), so a point's failure ends no other point and a capacity search's probes, decided
+(``stacks/held_step``), so a point's failure ends no other point and a capacity search's probes, decided
 one after another, start the engines once. The job ends when the keeper does: its points are done
 (and its linger is over), it was idle too long, or the snakemake it serves is gone (heartbeat).
 """
@@ -13,24 +13,23 @@ import math
 import os
 import socket
 import subprocess
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..contract import paths
-from ..contract.heartbeat import ENV as HEARTBEAT_ENV
-from ..contract.plan import CurveHint, Plan, batch_step_tasks, sbatch_args, slurm_resources
-from ..contract.stack_registry import Current
-from .curve import curve_state, expected_points, snakemake_ancestor, stacks_root
-from .slurm import AllocationError, query
-from .slurmjob import POLL_S, Job, job, restarts
-from .stackdir import Flock, Registry, StackDir, State, alive
+from ...contract import paths
+from ...contract.heartbeat import ENV as HEARTBEAT_ENV
+from ...contract.plan import CurveHint, Plan, batch_step_tasks, sbatch_args, slurm_resources
+from ..slurm import AllocationError, query
+from ..slurmjob import POLL_S, Job, job, restarts
+from .common import curve_state, keeper_argv, new_stack_dir, snakemake_ancestor, stacks_root
+from .decide import Seen, join_start_or_fail
+from .registry import Current, Flock, Registry, StackDir, State, alive
 
 TURN_POLL_S = 0.5  # a waiting point looking for its turn (a local lock and a folder, no Slurm query)
 TURN_SETTLE_S = 5.0  # points started together (one snakemake scheduling pass) all line up before the first turn
 HOLD_MARGIN_S = 300  # over the estimate: teardown, and snakemake re-evaluating between points
-HOLD_SCRIPT = '#!/bin/sh\n# a held stack: the keeper is this job\'s batch script (run/held.py)\nexec "$@"\n'
+HOLD_SCRIPT = '#!/bin/sh\n# a held stack: the keeper is this job\'s batch script (run/stacks/held.py)\nexec "$@"\n'
 
 
 @dataclass(frozen=True)
@@ -63,24 +62,12 @@ class HoldRequest:
         return out + ([f"--account={self.account}"] if self.account else [])
 
 
-def held_decision(
-    cur: Current | None, server: str, status_state, job_now: Job | None, need_s: float, canary: str | None = None
-) -> str:
-    """``join`` the recorded held stack or ``start`` a new one (pure: unit-tested). A stack that died
-    while its job is still live is not restarted by each point: ``fail``; nor one that died in this
-    run (``canary``: this run's invocation), its job ended or not: its first point was the canary."""
-    died_here = canary is not None and cur is not None and cur.invocation == canary and cur.server == server
-    if died_here and cur.job and status_state is State.DEAD:
-        return "fail"
-    if cur is None or not cur.job or cur.server != server or job_now is None or not job_now.live:
-        return "start"
-    if status_state is State.DEAD:
-        return "fail"
-    if status_state is State.STOPPED:
-        return "start"
-    if job_now.left_s is not None and job_now.state == "RUNNING" and job_now.left_s < need_s:
-        return "start"  # too little time left for this point: the old job ends with its own points
-    return "join"
+def held_seen(state: State | None, job_now: Job | None, need_s: float) -> Seen:
+    """What a point sees of a held stack (pure: unit-tested): its Slurm job stands for its keeper, and
+    a running job's time left must cover ``need_s`` (the point and a margin)."""
+    live = job_now is not None and job_now.live
+    short = live and job_now.left_s is not None and job_now.state == "RUNNING" and job_now.left_s < need_s
+    return Seen(state, live, room=not short, held=True)
 
 
 class HeldStack:
@@ -105,8 +92,9 @@ class HeldStack:
             status = StackDir(cur.dir).status() if cur else None
             now_job = job(cur.job) if cur and cur.job else None
             need = self.plan.resources["point_s"] + 60
-            canary = self.invocation if curve_state(self.plan).canary else None
-            what = held_decision(cur, self.plan.fingerprints["server"], status and status.state, now_job, need, canary)
+            canary = self.invocation if curve_state(self.plan).canary else None  # its first point is the canary
+            seen = held_seen(status and status.state, now_job, need)
+            what = join_start_or_fail(cur, self.plan.fingerprints["server"], canary, seen)
             if what == "fail":
                 raise HeldFailed(_skipped(cur, status.message))
             if what == "join":
@@ -120,15 +108,12 @@ class HeldStack:
 
     def _submit(self) -> Current:
         server = self.plan.fingerprints["server"]
-        stack_id = f"{server[:8]}-{int(time.time() * 1000) % 10**10}-{os.getpid()}"
-        d = self.registry.root / stack_id
-        d.mkdir(parents=True)
+        d = new_stack_dir(self.registry.root, server)
+        stack_id = d.name
         script = d / paths.HOLD_SCRIPT
         script.write_text(HOLD_SCRIPT)
         script.chmod(0o700)
-        keeper = [sys.executable, "-m", "servesweep", "keep-stack", str(self.plan_path), "--dir", str(d)]
-        keeper += ["--id", stack_id, "--watch", "0", "--expect", str(expected_points(self.plan))]
-        keeper += ["--result", str(self.result_path)]
+        keeper = keeper_argv(self.plan, self.plan_path, d, 0, self.result_path)
         # --requeue: a node failure or preemption runs the stack again (its keeper starts it afresh)
         argv = ["sbatch", "--parsable", "--requeue", "--open-mode=append", f"--job-name=servesweep-stack-{server[:8]}"]
         argv += self.request.sbatch_options()

@@ -1,4 +1,5 @@
-"""keep-stack: own one curve's warm stack for the points that attach to it (see ``curve``)."""
+"""keep-stack: own one curve's warm stack for the points that attach to it (see ``stacks/warm``; a
+held stack's keeper is its Slurm job's batch script, ``stacks/held``)."""
 
 from __future__ import annotations
 
@@ -7,20 +8,22 @@ import signal
 import time
 from pathlib import Path
 
-from ..checks.preflight import PreflightFailed
-from ..contract import paths
-from ..contract.heartbeat import Watch
-from ..contract.plan import load_plan
-from .credentials import ControlPlaneAuthError
-from .curve import IDLE_TIMEOUT_S, curve_state
-from .driver_io import Interrupted, Say, raise_interrupt
-from .ready import PointFailed
-from .slots import PortsBusy
-from .slurm import AllocationError
-from .spawn import MissingSecret
-from .stack import Stack
-from .stackdir import ProtocolError, Registry, StackDir, State, alive, keeper_decision
+from ...checks.preflight import PreflightFailed
+from ...contract import paths
+from ...contract.heartbeat import Watch
+from ...contract.plan import load_plan
+from ..credentials import ControlPlaneAuthError
+from ..driver_io import Interrupted, Say, raise_interrupt
+from ..ready import PointFailed
+from ..slots import PortsBusy
+from ..slurm import AllocationError
+from ..spawn import MissingSecret
+from .common import curve_state
+from .decide import stop_reason
+from .processes import Stack
+from .registry import ProtocolError, Registry, StackDir, State, alive
 
+IDLE_TIMEOUT_S = float(os.environ.get("SERVESWEEP_STACK_IDLE_S", "90"))
 WHEN = "mid-curve"  # the phase the keeper's checks name
 STARTUP_FAILURES = (PointFailed, MissingSecret, PortsBusy, AllocationError, PreflightFailed, ControlPlaneAuthError)
 
@@ -134,7 +137,7 @@ def _watch(stack: Stack, sdir: StackDir, watch: int, expect: int) -> str:
             last_busy = time.monotonic() if busy else last_busy
             hint = curve_state(stack.plan)
             idle = (time.monotonic() - last_busy, IDLE_TIMEOUT_S, owner.linger(hint.linger_s, adopted))
-            reason = keeper_decision(
+            reason = stop_reason(
                 busy, sdir.served() - owner.base, max(owner.expect, hint.expected), hint.searching, idle, owner.gone()
             )
             if reason:

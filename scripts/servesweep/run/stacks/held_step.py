@@ -1,5 +1,5 @@
 """run-held-point (and run-held-check): a point (a check) on a held stack, from the main snakemake's
-host (the stack itself: ``run/held``). Each point of a stack waits for the stack's client turn (one
+host (the stack itself: ``stacks/held``). Each point of a stack waits for the stack's client turn (one
 srun client per stack), finds or submits the stack's job, and runs its driver as a step of it; a
 step its allocation's end cut short (a requeue, a time limit, a node failure) runs again, a bounded
 number of times, each attempt kept."""
@@ -14,19 +14,18 @@ import sys
 import time
 from pathlib import Path
 
-from ..contract import paths
-from ..contract.plan import Plan
-from ..contract.stack_registry import Current
-from ..fileio.yamlio import checked_json
-from . import client_cpu
-from .attempts import keep_earlier_attempt, record_failure
-from .curve import curve_state
-from .driver import default_log_dir
-from .driver_io import Say, private_plan
+from ...contract import paths
+from ...contract.plan import Plan
+from ...fileio.yamlio import checked_json
+from .. import client_cpu
+from ..attempts import keep_earlier_attempt, record_failure
+from ..driver import default_log_dir
+from ..driver_io import Say, private_plan
+from ..slurm import AllocationError, srun_step
+from ..slurmjob import infrastructure_end, job, restarts, settled
+from .common import curve_state
 from .held import HeldFailed, HeldStack, HoldRequest
-from .slurm import AllocationError, srun_step
-from .slurmjob import infrastructure_end, job, restarts, settled
-from .stackdir import StackDir, State
+from .registry import Current, StackDir, State
 
 
 def run_held_point(plan_path: Path, result_path: Path, partition: str | None, account: str | None) -> int:

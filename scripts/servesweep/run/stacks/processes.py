@@ -9,13 +9,13 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..checks import preflight
-from ..contract import paths
-from ..contract.plan import CONTROL_ROLES, Plan
-from . import balancer, credentials, preamble, slots, slurm
-from .ready import PointFailed, Readiness, RegistrationWatch, check_alive, wait_healthy, wait_ready
-from .spawn import Context, Handle, LocalSpawner, SrunSpawner, stop_all
-from .watch import StackWatch, targets
+from ...checks import preflight
+from ...contract import paths
+from ...contract.plan import CONTROL_ROLES, Plan
+from .. import balancer, credentials, preamble, slots, slurm
+from ..ready import PointFailed, Readiness, RegistrationWatch, check_alive, wait_healthy, wait_ready
+from ..spawn import Context, Handle, LocalSpawner, SrunSpawner, stop_all
+from ..watch import StackWatch, targets
 
 
 @dataclass(frozen=True)
