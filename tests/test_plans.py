@@ -365,6 +365,5 @@ def test_a_cluster_jobs_kit_answers_from_the_plans_the_main_process_wrote(tmp_pa
         wc = _Wildcards(recipe=p.recipe, conc=str(p.conc))
         assert job.point_inputs()(wc) == {"plan": sel.index.plan_path(p.recipe, p.conc)}
         assert job.smoke_point(p.recipe) == main.smoke_point(p.recipe)
-        for check in (False, True):
-            assert job.job_resources(p.recipe, p.conc, check) == main.job_resources(p.recipe, p.conc, check)
+        assert job.job_resources(p.recipe, p.conc) == main.job_resources(p.recipe, p.conc)
     assert job.held == [] and job.selected_results() == [] and main.selected_results()

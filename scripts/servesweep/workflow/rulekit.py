@@ -71,7 +71,9 @@ class RuleKit:
         startup and its own time. Only a recipe that reuses no stack has such jobs; every other runs
         on a held stack, sized from the curve file (run/held)."""
         res = batch_step_tasks(self.index.facts(recipe, conc).resources)
-        return with_check_time(res) if check else res
+        if check:
+            return dict(res, runtime_min=math.ceil((res["startup_s"] + CHECK_S) / 60))
+        return res
 
     def plan_resources(self, check: bool = False, smoke_point: bool = False) -> dict:
         """Slurm resources straight from the point's plan (``check``: a check on the point's stack;
@@ -164,7 +166,7 @@ class RuleKit:
         """The curve file of the search's stack, which its capacity job takes the search off; none
         when its points reuse no stack."""
         recipe = wildcards.recipe
-        return curve_file(self.stacks.server(recipe), False) if self.index.reuse(recipe) else ""
+        return curve_file(self.index.server(recipe), False) if self.index.reuse(recipe) else ""
 
     def held_recipe_pattern(self) -> str:
         return "|".join(re.escape(name) for name in self.held)
@@ -248,11 +250,6 @@ class RuleKit:
         return by_rank
 
 
-def with_check_time(res: dict) -> dict:
-    """A check's job on the point's stack: one startup and the check's time."""
-    return dict(res, runtime_min=math.ceil((res["startup_s"] + CHECK_S) / 60))
-
-
 class JobKit(RuleKit):
     """The nested snakemake of a cluster job: no validation, no rendering, no writing. It runs one
     point whose plan the main process wrote when it submitted the job, and takes the job's resources
@@ -276,8 +273,8 @@ class JobKit(RuleKit):
         return min(concs, default=1)
 
     def job_resources(self, recipe: str, conc: int, check: bool = False) -> dict:
-        res = batch_step_tasks(json.loads((self.root / self.plan_path(recipe, conc)).read_text())["resources"])
-        return with_check_time(res) if check else res
+        """The plan's own (a check's time limit was set when the main process submitted its job)."""
+        return batch_step_tasks(json.loads((self.root / self.plan_path(recipe, conc)).read_text())["resources"])
 
     def point_inputs(self):
         @wildcards_only

@@ -229,7 +229,7 @@ class RunFiles:
         mates = stacks.mates(recipe, rehearsal)
         points = [(m, c) for m in mates for c in sorted(self._will_run.get((m, rehearsal), ()))]
         searching = [] if rehearsal else [m for m in mates if m in self._searching]
-        server, linger = stacks.server(recipe, rehearsal), stacks.linger_s(recipe, rehearsal)
+        server, linger = self.selection.index.server(recipe, rehearsal), stacks.linger_s(recipe, rehearsal)
         checks = sum(len(self._checks.get(m, ())) for m in mates)
         held_s = stacks.points_s(recipe, points) + checks * CHECK_S if not rehearsal and stacks.held(recipe) else 0
         doc = curve_doc(len(points) + checks, searching, linger, held_s, self.canary)
