@@ -23,10 +23,10 @@ include: "rules/checks.smk"
 include: "rules/aggregate.smk"
 
 
+# The warm stacks' curve files: written once the DAG is final (a cluster job's snakemake writes none).
 onstart:
-    SELECTION.start_running(
-        *smk.jobs_to_run(workflow)
-    )  # the warm stacks' curve files: written once the DAG is final
+    if RUN_FILES:
+        RUN_FILES.start_running(*smk.jobs_to_run(workflow))
 
 
 rule all:

@@ -41,10 +41,7 @@ rule rehearsal_summary:
     input:
         selection=paths.selection_file(CLUSTER),
         missing=paths.missing_file(CLUSTER, rehearsal=True),
-        results=[
-            paths.result_file(p.recipe, p.conc, rehearsal=True)
-            for p in SELECTION.points
-        ],
+        results=KIT.rehearsal_results(),
     output:
         md=str(paths.REHEARSAL_SUMMARY_MD),
         csv=str(paths.REHEARSAL_SUMMARY_CSV),

@@ -18,7 +18,7 @@ from servesweep.workflow.entry import (
     linger_override,
     load_or_exit,
 )
-from servesweep.workflow.rulekit import RuleKit, config_flag
+from servesweep.workflow.rulekit import config_flag, rule_kit
 
 private_outputs()  # this Snakemake process and what it starts write owner-only files
 # Snakemake made its own folder (and its log) before this line ran: closing the folder closes them
@@ -39,7 +39,7 @@ if "stack_reuse" in config:
     sw.allow_stack_reuse(config_flag(config, "stack_reuse"))
 # Rehearsal plans are rendered only when asked for: --config rehearsal=1.
 REHEARSAL = config_flag(config, "rehearsal")
-SELECTION = load_or_exit(
+RUN_FILES = load_or_exit(
     workflow.basedir,
     CLUSTER,
     [r for r in str(config.get("recipes", "")).split(",") if r],
@@ -53,7 +53,10 @@ SELECTION = load_or_exit(
     smk.target_recipes,  # a broken recipe no target names is listed, never a stop
     config_flag(config, "canary") if "canary" in config else True,
 )
-KIT = RuleKit(SELECTION, workflow, config, CLUSTER, REHEARSAL)
+# what the rules ask, answered from the selection (None in a cluster job: from its submitted plan)
+KIT = rule_kit(
+    RUN_FILES.selection if RUN_FILES else None, workflow, config, CLUSTER, REHEARSAL
+)
 # On a cluster, the recipes whose stack is held (a Slurm job of its own): a capacity search or a
 # linger keeps it; their points run from here as steps of that job (rules/points.smk).
 HELD = KIT.held

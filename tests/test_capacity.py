@@ -202,13 +202,13 @@ def test_slurm_dry_run_runs_a_search_on_a_held_stack_sized_for_its_worst_case(tm
     held = set(re.findall(rf"checkpoint held_point:\n(?:[^\n]*\n)*?\s+wildcards: recipe={PROD}, conc=(\d+)", r.stdout))
     assert held == {"32", "96", "150"}, r.stdout[-3000:]
     assert "checkpoint point:" not in r.stdout  # no group job for these points
-    flow = load_or_exit(wf, "hcm-hgx02")
+    sel = load_or_exit(wf, "hcm-hgx02").selection
     stale = [(PROD, c) for c in (32, 96, 150)]
     plan = json.loads((wf / f".plans/{PROD}/probe-c32.json").read_text())  # a probe outside the sweep
-    search = flow.searches.bounds(PROD)
-    _known, decision = flow.sel.capacity(PROD)
+    search = sel.searches.bounds(PROD)
+    _known, decision = sel.searches.decision(PROD)
     probes = probes_left_at_most(search, decision)
-    points_s = flow.sel.stacks.points_s(PROD, stale)
+    points_s = sel.stacks.points_s(PROD, stale)
     assert points_s == (3 + probes - 1) * plan["resources"]["point_s"]
     # the point's side: the job's shape and time limit from its plan and the curve file
     request = HoldRequest.of(Plan.from_json(plan), CurveHint(3, True, 0.0, points_s), "gpu", None)

@@ -303,8 +303,7 @@ def test_the_runtime_reference_grammar_is_defined_once_and_documented():
     assert "port_base" not in contract.__doc__
 
 
-def _tree(root: Path) -> dict[str, int]:
-    skip = (".snakemake", ".venvs", ".cache")
+def _tree(root: Path, skip: tuple[str, ...] = (".snakemake", ".venvs", ".cache")) -> dict[str, int]:
     return {
         str(p.relative_to(root)): p.stat().st_mtime_ns
         for p in root.rglob("*")
@@ -312,38 +311,59 @@ def _tree(root: Path) -> dict[str, int]:
     }
 
 
-def test_the_selection_only_reads_and_the_workflow_writes(tmp_path):
-    """Every answer of the selection (plans rendered, fingerprints, resources, staleness, capacity
-    decisions, the selection doc) leaves the workflow dir as it was (its YAML parse cache under
-    .snakemake/ aside); the writer then writes the plans, sources and capacity settings."""
+def test_the_selection_and_the_rules_answers_only_read_and_the_writer_writes(tmp_path):
+    """Every answer of the selection and of the rule kit (plans rendered, fingerprints, resources,
+    staleness, capacity decisions, the selection doc, each point's inputs) leaves the workflow dir as
+    it was, its YAML parse cache under .snakemake/ included; the writer then writes the plans,
+    sources, capacity settings and the parse cache."""
+    from servesweep.contract.paths import YAML_CACHE
+    from servesweep.workflow.rulekit import RuleKit
     from servesweep.workflow.selection import Selection
-    from servesweep.workflow.writer import Workflow
+    from servesweep.workflow.writer import RunFiles
 
     wf = copy_workflow(tmp_path / "wf")
-    before = _tree(wf)
+    before = _tree(wf, skip=(".venvs", ".cache"))
     for cluster in ("local", "hcm-hgx02"):
         sel = Selection(wf, cluster)
+        kit = RuleKit(sel, None, {}, cluster, False)
         for p in sel.points:
             sel.index.rendered(p.recipe, p.conc)
-            sel.fingerprint(p.recipe, p.conc)
-            sel.resources(p.recipe, p.conc)
+            kit.job_resources(p.recipe, p.conc)
+            kit.point_inputs()(_Wildcards(recipe=p.recipe, conc=str(p.conc)))
         sel.staleness()
         sel.selection_doc()
         for recipe in sel.searches.recipes:
             sel.capacity(recipe)
-    assert _tree(wf) == before
-    Workflow(Selection(wf, "local")).write_plans()
+    assert _tree(wf, skip=(".venvs", ".cache")) == before
+    RunFiles(Selection(wf, "local")).write_plans()
     written = set(_tree(wf)) - set(before)
     assert {".plans/local-agg-2x-mocker/c4.json", ".plans/local-agg-2x-mocker/source.json"} <= written, sorted(written)
     assert any(f.startswith(".plans/capacity/") for f in written), sorted(written)  # the search's settings
+    assert (wf / YAML_CACHE).exists()
 
 
-def test_both_answers_to_the_rules_have_every_member_they_ask_for(tmp_path):
-    from servesweep.workflow.entry import RuleView, SubmittedPlans
-    from servesweep.workflow.selection import Selection
-    from servesweep.workflow.writer import Workflow
+class _Wildcards(dict):
+    """What Snakemake hands an input function: attributes and keys."""
 
-    members = [m for m in vars(RuleView) if not m.startswith("_")] + list(RuleView.__annotations__)
-    for view in (Workflow(Selection(ROOT, "local")), SubmittedPlans(tmp_path, "local")):
-        missing = [m for m in members if not hasattr(view, m)]
-        assert not missing, (type(view).__name__, missing)
+    __getattr__ = dict.__getitem__
+
+
+def test_a_cluster_jobs_kit_answers_from_the_plans_the_main_process_wrote(tmp_path):
+    """A job's nested snakemake renders nothing: its kit reads each answer from the submitted plans,
+    and they are the main process's answers."""
+    from types import SimpleNamespace
+
+    from servesweep.workflow.entry import load_or_exit
+    from servesweep.workflow.rulekit import JobKit, RuleKit, rule_kit
+
+    wf = copy_workflow(tmp_path / "wf")
+    sel = load_or_exit(wf, "hcm-hgx02").selection
+    workflow = SimpleNamespace(basedir=str(wf))
+    main, job = rule_kit(sel, workflow, {}, "hcm-hgx02", False), rule_kit(None, workflow, {}, "hcm-hgx02", False)
+    assert type(main) is RuleKit and type(job) is JobKit and load_or_exit(wf, "hcm-hgx02", main_process=False) is None
+    for p in sel.points:
+        wc = _Wildcards(recipe=p.recipe, conc=str(p.conc))
+        assert job.point_inputs()(wc) == {"plan": sel.index.plan_path(p.recipe, p.conc)}
+        assert job.smoke_point(p.recipe) == main.smoke_point(p.recipe)
+        assert job.job_resources(p.recipe, p.conc) == main.job_resources(p.recipe, p.conc)
+    assert job.held == [] and job.selected_results() == [] and main.selected_results()

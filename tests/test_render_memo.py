@@ -12,8 +12,9 @@ import pytest
 from servesweep.contract.paths import MEMO_FILE, plan_file
 from servesweep.workflow import index as index_mod
 from servesweep.workflow import memo as memo_mod
+from servesweep.workflow.rulekit import RuleKit
 from servesweep.workflow.selection import Selection
-from servesweep.workflow.writer import Workflow
+from servesweep.workflow.writer import RunFiles
 
 from helpers import copy_workflow
 
@@ -32,15 +33,18 @@ def _run(wf: Path, cluster: str = "local") -> tuple[Selection, list]:
     index_mod.render_point = counting
     try:
         sel = Selection(wf, cluster)
-        Workflow(sel).write_plans()
+        RunFiles(sel).write_plans()
     finally:
         index_mod.render_point = real
     return sel, rendered
 
 
 def _answers(sel: Selection) -> dict:
+    """Each point's plan fingerprint and the resources its rule asks for."""
+    kit = RuleKit(sel, None, {}, sel.cluster.name, False)
     return {
-        (p.recipe, p.conc): (sel.fingerprint(p.recipe, p.conc), sel.resources(p.recipe, p.conc)) for p in sel.points
+        (p.recipe, p.conc): (sel.index.facts(p.recipe, p.conc).plan, kit.job_resources(p.recipe, p.conc))
+        for p in sel.points
     }
 
 
@@ -104,18 +108,18 @@ def test_a_settled_plan_file_is_trusted_by_its_stat_and_any_write_breaks_that(wf
 
 def test_sources_and_selection_are_made_again_only_when_their_inputs_or_files_changed(wf, monkeypatch):
     from servesweep.contract.paths import selection_file, source_file
-    from servesweep.workflow import writer as workflow_mod
+    from servesweep.workflow import writer as writer_mod
 
     monkeypatch.setattr(memo_mod, "SETTLED_NS", 0)
     made = []
-    real = workflow_mod.write_if_changed
-    monkeypatch.setattr(workflow_mod, "write_if_changed", lambda path, text: made.append(path) or real(path, text))
+    real = writer_mod.write_if_changed
+    monkeypatch.setattr(writer_mod, "write_if_changed", lambda path, text: made.append(path) or real(path, text))
 
     def dry_run():
         made.clear()
-        flow = Workflow(Selection(wf, "local"))
-        flow.write_plans()
-        flow.write_selection()
+        files = RunFiles(Selection(wf, "local"))
+        files.write_plans()
+        files.write_selection()
 
     dry_run(), dry_run()
     source, selection = wf / source_file(RECIPE, False), wf / selection_file("local")
@@ -202,10 +206,10 @@ def test_rehearsal_plans_are_recalled_after_the_selected_ones_were_saved(wf):
         real = index_mod.render_point
         index_mod.render_point = lambda recipe, *a, **k: rendered.append(recipe.name) or real(recipe, *a, **k)
         try:
-            flow = Workflow(Selection(wf, "local"))
-            flow.write_plans()
-            flow.write_plans(rehearsal=True)
-            flow.write_selection()
+            files = RunFiles(Selection(wf, "local"))
+            files.write_plans()
+            files.write_plans(rehearsal=True)
+            files.write_selection()
         finally:
             index_mod.render_point = real
         return rendered

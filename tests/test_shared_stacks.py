@@ -16,8 +16,9 @@ from servesweep.contract import heartbeat
 from servesweep.contract.paths import curve_file, plan_file
 from servesweep.render.loading import load_recipe
 from servesweep.render.plan import render
+from servesweep.workflow.rulekit import RuleKit
 from servesweep.workflow.selection import Selection
-from servesweep.workflow.writer import Workflow
+from servesweep.workflow.writer import RunFiles
 
 from helpers import CLUSTERS, ROOT, copy_workflow
 
@@ -103,20 +104,21 @@ def test_recipes_with_one_server_identity_share_one_held_stack(tmp_path, monkeyp
 
     wf = _two_scenarios(tmp_path)
     sel = Selection(wf, "hcm-hgx02")
-    wfl = Workflow(sel)
-    wfl.write_plans()
+    files = RunFiles(sel)
+    files.write_plans()
+    kit = RuleKit(sel, None, {}, "hcm-hgx02", False)
     assert sel.stacks.mates(PROD) == sel.stacks.mates("b-synthetic") == ("b-synthetic", PROD)
     assert sel.stacks.mates("c-other-servers") == ("c-other-servers",)
-    assert wfl.held_recipes() == ["b-synthetic", "c-other-servers", PROD]
+    assert kit.held == ["b-synthetic", "c-other-servers", PROD]
     plans = {
         (r, c): json.loads((wf / plan_file(r, c)).read_text()) for r, c in [(PROD, 96), (PROD, 150), ("b-synthetic", 8)]
     }
-    ranks = sorted(sel.recipes, key=lambda n: wfl.run_rank(n, False))
+    ranks = sorted(sel.recipes, key=lambda n: sel.stacks.rank(n, False))
     assert ranks == ["b-synthetic", PROD, "c-other-servers"]
     monkeypatch.setenv(heartbeat.ENV, "")  # start_running sets it for the jobs: restored after the test
-    wfl.start_running(list((r, c, False) for r, c in plans))
+    files.start_running(list((r, c, False) for r, c in plans))
     try:
-        assert wfl.beat is not None and os.environ[heartbeat.ENV] == str(wfl.beat.path)
+        assert files.beat is not None and os.environ[heartbeat.ENV] == str(files.beat.path)
         server = plans[(PROD, 96)]["fingerprints"]["server"]
         curve = json.loads((wf / curve_file(server, False)).read_text())
         assert curve["expected"] == 3 and curve["searching"] == []
@@ -126,7 +128,7 @@ def test_recipes_with_one_server_identity_share_one_held_stack(tmp_path, monkeyp
         floor = first["resources"]["startup_s"] + curve["points_s"]
         assert floor / 60 <= request.runtime_min <= (floor + 600) / 60 and request.nodes == 1
     finally:
-        wfl.beat.stop()
+        files.beat.stop()
 
 
 def test_a_recipe_that_reuses_no_stack_is_alone(tmp_path):
@@ -135,12 +137,13 @@ def test_a_recipe_that_reuses_no_stack_is_alone(tmp_path):
     doc["stack"] = {"reuse": False}
     (wf / "recipes" / "b-synthetic.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
     sel = Selection(wf, "hcm-hgx02")
-    wfl = Workflow(sel)
-    wfl.write_plans()
+    files = RunFiles(sel)
+    files.write_plans()
+    kit = RuleKit(sel, None, {}, "hcm-hgx02", False)
     assert sel.stacks.mates(PROD) == (PROD,) and sel.stacks.mates("b-synthetic") == ("b-synthetic",)
     # on Slurm its points are Slurm jobs of their own, each with one startup and its own time
-    assert "b-synthetic" not in wfl.held_recipes() and PROD in wfl.held_recipes()
-    res, plan = sel.resources("b-synthetic", 8), json.loads((wf / plan_file("b-synthetic", 8)).read_text())
+    assert "b-synthetic" not in kit.held and PROD in kit.held
+    res, plan = kit.job_resources("b-synthetic", 8), json.loads((wf / plan_file("b-synthetic", 8)).read_text())
     assert res["nodes"] == 1 and res["runtime_min"] == plan["resources"]["runtime_min"]
 
 

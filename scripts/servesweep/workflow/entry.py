@@ -1,116 +1,23 @@
-"""The Snakefile's entry into render: validate and write plans in the main snakemake process, or,
-in the nested snakemake a cluster job starts, only read the plan it was submitted with
-(:class:`SubmittedPlans`): a recipe edited or broken while jobs wait in the queue changes nothing
-they run.
+"""The Snakefile's entry into render: `--config` checked; in the main snakemake process every
+recipe validated and the run's files written before the DAG is built (:func:`load_or_exit`). The
+nested snakemake a cluster job starts loads nothing: it reads the plan it was submitted with
+(``workflow/rulekit.JobKit``), so a recipe edited or broken while jobs wait in the queue changes
+nothing they run.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
-import json
 import sys
 from pathlib import Path
-from typing import Protocol
 
 from ..contract import paths
-from ..contract.paths import plan_file, selection_file
-from ..contract.plan import batch_step_tasks
 from ..fileio.errors import InputError, Problem, shown
 from . import why
 from .bill import say_bill
 from .selection import Selection
-from .writer import Workflow
-
-
-class NoSearches:
-    recipes: list[str] = []
-
-
-class RuleView(Protocol):
-    """What the rules ask of render: the main process's :class:`Workflow` and a cluster job's
-    :class:`SubmittedPlans` both answer it (the rules never ask which process they are in)."""
-
-    points: list
-    searches: object  # .recipes: the recipes with a capacity search
-    recipes: dict
-    submits_jobs: bool  # points run as cluster jobs and need resources
-
-    def resources(self, recipe: str, conc: int, check: bool = False) -> dict: ...
-    def reuse(self, recipe: str) -> bool: ...
-    def run_rank(self, recipe: str, rehearsal: bool) -> int: ...
-    def held_recipes(self) -> list[str]: ...
-    def scenario_of(self, recipe: str) -> str: ...
-    def capacity(self, recipe: str) -> tuple: ...
-    def plan_path(self, recipe: str, conc: int) -> str: ...
-    def recipe_source(self, recipe: str) -> str: ...
-    def capacity_curve(self, recipe: str) -> str: ...
-    def smoke_point(self, recipe: str) -> int: ...
-
-    evals: list  # (recipe, benchmark) of every selected recipe's accuracy benchmarks
-
-    def start_running(self, points=(), checks=(), searches=()) -> None: ...
-    def write_selection(self) -> str: ...
-
-
-class SubmittedPlans:
-    """The nested snakemake of a cluster job: no validation, no rendering, no writing.
-
-    It runs one point whose plan the main process wrote when it submitted the job, and
-    takes the job's resources from that plan file.
-    """
-
-    submits_jobs = True  # it runs inside a cluster job: the job's own resources apply
-
-    def __init__(self, root: Path, cluster: str):
-        self.root, self.points, self.recipes = Path(root), [], {}
-        self.searches = NoSearches()
-        self.cluster_name = cluster
-
-    def resources(self, recipe: str, conc: int, check: bool = False) -> dict:
-        return batch_step_tasks(json.loads((self.root / self.plan_path(recipe, conc)).read_text())["resources"])
-
-    def reuse(self, recipe: str) -> bool:
-        """A job's point reuses no stack (a held stack's points never run in a job's snakemake)."""
-        return False
-
-    def run_rank(self, recipe: str, rehearsal: bool) -> int:
-        return 0  # one point per job
-
-    def held_recipes(self) -> list[str]:
-        return []  # a held stack's points run from the main process, never in a job's snakemake
-
-    def scenario_of(self, recipe: str) -> str:
-        return "points"  # only `snakemake --report` (a main process) asks
-
-    def capacity(self, recipe: str) -> tuple:
-        """Never asked: a job runs points, and the capacity rule runs in the main process."""
-        raise RuntimeError(f"a cluster job does not decide capacity searches ({recipe})")
-
-    def plan_path(self, recipe: str, conc: int) -> str:
-        """The plan the main process submitted: a sweep point's, else a probe's (rules/capacity.smk)."""
-        sweep = plan_file(recipe, conc)
-        return sweep if (self.root / sweep).exists() else plan_file(recipe, conc, probe=True)
-
-    def recipe_source(self, recipe: str) -> str:
-        raise RuntimeError(f"a cluster job renders no plan ({recipe})")
-
-    def capacity_curve(self, recipe: str) -> str:
-        raise RuntimeError(f"a cluster job does not decide capacity searches ({recipe})")
-
-    def write_selection(self) -> str:
-        return selection_file(self.cluster_name)
-
-    def smoke_point(self, recipe: str) -> int:
-        """As the main process chose it: the lowest concurrency with a submitted plan."""
-        concs = [conc for conc, _ in paths.point_files((self.root / plan_file(recipe, 1)).parent)]
-        return min(concs, default=1)
-
-    evals: list = []  # the main process asks for them
-
-    def start_running(self, points=(), checks=(), searches=()) -> None:
-        """The main process wrote the curve files."""
-
+from .writer import RunFiles
 
 CONFIG_KEYS = {
     "cluster": "the cluster to run on (a profile's cluster name)",
@@ -231,14 +138,15 @@ def load_or_exit(
     dry_run: bool = False,
     targeted=None,
     canary: bool = True,
-) -> RuleView:
-    """For the Snakefile: validate, write the plans; a clean report and exit 2 instead of a traceback.
-    In a job's nested snakemake, only read what the main process wrote. The caller makes its process's
+) -> RunFiles | None:
+    """For the Snakefile: validate, write the run's files (the writer, which the onstart hook asks
+    again, holds the selection); a clean report and exit 2 instead of a traceback. None in a job's
+    nested snakemake: it only reads what the main process wrote. The caller makes its process's
     outputs private (rules/common.smk): loading never changes the umask of whoever loads it. A dry
     run names unusable results and moves nothing (Snakemake lists their points once a real run has
     moved them aside: at parse time it has no DAG settings to force them with)."""
     if not main_process:
-        return SubmittedPlans(root, cluster)
+        return None
     with gc_paused():
         return _load(root, cluster, (only, targeted), rehearsal, scope, (linger_s, canary), dry_run)
 
@@ -256,13 +164,13 @@ def gc_paused():
             gc.enable()
 
 
-def _load(root: Path, cluster: str, chosen: tuple, rehearsal: bool, scope, stacks: tuple, dry_run: bool) -> RuleView:
+def _load(root: Path, cluster: str, chosen: tuple, rehearsal: bool, scope, stacks: tuple, dry_run: bool) -> RunFiles:
     """``chosen``: (the recipes --config names, () -> the recipes the targets name); ``stacks``:
     (--config linger_s, --config canary)."""
     try:
         sel = Selection(root, cluster, *chosen, scope=scope, linger_s=stacks[0])
-        flow = Workflow(sel, canary=stacks[1])
-        flow.write_plans()
+        files = RunFiles(sel, canary=stacks[1])
+        files.write_plans()
         if sel.preflight_problems:
             raise InputError(sel.preflight_problems)
         for problem in sel.broken:
@@ -274,12 +182,12 @@ def _load(root: Path, cluster: str, chosen: tuple, rehearsal: bool, scope, stack
         say_bill(sel)
         for line in why.quarantine(sel.root, [r.name for r in sel.selected], move=not dry_run):
             print(f"servesweep: warning: {line}", file=sys.stderr)
-        flow.write_missing()
+        files.write_missing()
         if rehearsal:
-            flow.write_plans(rehearsal=True)
-            flow.write_missing(rehearsal=True)
-        flow.write_selection()
-        return flow
+            files.write_plans(rehearsal=True)
+            files.write_missing(rehearsal=True)
+        files.write_selection()
+        return files
     except InputError as e:
         print(e.report(), file=sys.stderr)
         raise SystemExit(2) from None

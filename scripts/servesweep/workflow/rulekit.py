@@ -1,21 +1,25 @@
-"""What the rule files call: input functions, params, resources, groups and priorities, each an
-answer read from the run's selection (the main process's :class:`workflow.writer.Workflow` or a
-cluster job's :class:`workflow.entry.SubmittedPlans`). Nothing here writes a file or changes a
-count: the curve files are written once the DAG is final (the onstart hook,
-workflow/smk.jobs_to_run); a probe decided after a checkpoint gets its plan from a job of its own
-(rule probe_plan), and a search's capacity job takes it off its stack's curve file."""
+"""What the rule files call: input functions, params, resources and priorities, each answered here
+from the object that knows it (the selection, its point index, shared stacks and capacity searches),
+or, in a cluster job's nested snakemake, from the plan it was submitted with (:class:`JobKit`).
+Nothing here writes a file or changes a count: the plans, selection and caches are written before
+the DAG is built, the curve files once it is final (``workflow/writer``); a probe decided after a
+checkpoint gets its plan from a job of its own (rule probe_plan)."""
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
+from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 from snakemake.io import report
 
 from ..contract import paths
-from ..contract.plan import SLURM_RESOURCE_KEYS, slurm_resources
+from ..contract.plan import SLURM_RESOURCE_KEYS, batch_step_tasks, curve_file, slurm_resources
 from ..render.profiling import concurrency as profile_concurrency
+from .selection import CHECK_S, Selection
 from .smk import wildcards_only
 
 
@@ -23,31 +27,66 @@ def config_flag(config: dict, key: str) -> bool:
     return str(config.get(key, "")).lower() in ("1", "true", "yes")
 
 
+def priority(rank: int, conc: int) -> int:
+    """A job's priority: its recipe's run order first, then its concurrency (ascending)."""
+    return 10**9 - rank * 10**6 - conc
+
+
+CHECK_CONC = 999_999  # a check's place in its recipe's order: after every point
+
+
 class RuleKit:
-    def __init__(self, selection, workflow, config: dict, cluster: str, rehearsal: bool):
-        self.sel, self.workflow, self.config = selection, workflow, config
+    """The main snakemake process's answers: a validated selection and what it composes."""
+
+    def __init__(self, selection: Selection, workflow, config: dict, cluster: str, rehearsal: bool):
+        self._settings(workflow, config, cluster, rehearsal)
+        self.selection, self.index = selection, selection.index
+        self.stacks, self.searches = selection.stacks, selection.searches
+        self.recipes: dict = selection.recipes
+        self.points: list = selection.points
+        self.evals = [(r.name, b) for r in selection.selected for b in r.evals]  # (recipe, benchmark)
+        self.searched: list[str] = self.searches.recipes  # the recipes with a capacity search
+        self.submits_jobs = self.index.submits_jobs  # points run as cluster jobs and need resources
+        # on a cluster: the recipes whose stack is a job of its own (known once the plans are written)
+        self.held = [r.name for r in selection.selected if self.stacks.held(r.name)]
+        self._damaged: dict[str, set] = {}  # recipe -> its damaged results' marker names
+
+    def _settings(self, workflow, config: dict, cluster: str, rehearsal: bool) -> None:
+        self.workflow, self.config = workflow, config
         self.cluster, self.rehearsal = cluster, rehearsal
-        self.held = selection.held_recipes()  # on a cluster: the recipes whose stack is a job of its own
         self.partial = config_flag(config, "partial")
+
+    def smoke_point(self, recipe: str) -> int:
+        """The point whose plan (and so whose stack) the recipe's checks use: its lowest concurrency."""
+        return min(self.recipes[recipe].concurrency)
 
     def point_conc(self, wildcards) -> int:
         """The point a job runs on: its own, or for a check the recipe's smoke point (its stack)."""
         if "conc" in wildcards.keys():
             return int(wildcards.conc)
-        return self.sel.smoke_point(wildcards.recipe)
+        return self.smoke_point(wildcards.recipe)
+
+    def job_resources(self, recipe: str, conc: int, check: bool = False) -> dict:
+        """What the point's own Slurm job (``check``: a check's on the point's stack) asks for: one
+        startup and its own time. Only a recipe that reuses no stack has such jobs; every other runs
+        on a held stack, sized from the curve file (run/stacks/held)."""
+        res = batch_step_tasks(self.index.facts(recipe, conc).resources)
+        if check:
+            return dict(res, runtime_min=math.ceil((res["startup_s"] + CHECK_S) / 60))
+        return res
 
     def plan_resources(self, check: bool = False, smoke_point: bool = False) -> dict:
         """Slurm resources straight from the point's plan (``check``: a check on the point's stack;
         ``smoke_point``: the recipe's smoke point's, for a profile whose concurrency may be no point's);
         none when nothing submits jobs (each resource costs Snakemake ~0.3 ms per job and a column in
         every dry-run job)."""
-        if not self.sel.submits_jobs:
+        if not self.submits_jobs:
             return {}
 
         def pick(key):
             def get(wildcards):
-                conc = self.sel.smoke_point(wildcards.recipe) if smoke_point else self.point_conc(wildcards)
-                return slurm_resources(self.sel.resources(wildcards.recipe, conc, check))[key]
+                conc = self.smoke_point(wildcards.recipe) if smoke_point else self.point_conc(wildcards)
+                return slurm_resources(self.job_resources(wildcards.recipe, conc, check))[key]
 
             return get
 
@@ -63,13 +102,16 @@ class RuleKit:
         return [f for f in files if os.path.exists(os.path.join(self.workflow.basedir, f))]
 
     def selected_results(self, wildcards=None) -> list[str]:
-        return self._present([p.result for p in self.sel.points])
+        return self._present([p.result for p in self.points])
 
     def selected_evals(self, wildcards=None) -> list[str]:
-        return self._present([paths.eval_file(r, b) for r, b in self.sel.evals])
+        return self._present([paths.eval_file(r, b) for r, b in self.evals])
 
     def selected_capacities(self, wildcards=None) -> list[str]:
-        return self._present([paths.capacity_file(r) for r in self.sel.searches.recipes])
+        return self._present([paths.capacity_file(r) for r in self.searched])
+
+    def rehearsal_results(self) -> list[str]:
+        return [paths.result_file(p.recipe, p.conc, rehearsal=True) for p in self.points]
 
     def capacity_probes(self, checkpoints):
         """The probes that decide a recipe's capacity, each a point (a checkpoint): known ones are
@@ -78,12 +120,12 @@ class RuleKit:
 
         def probes(wildcards):
             recipe = wildcards.recipe
-            if recipe not in self.sel.searches.recipes:
+            if recipe not in self.searched:
                 raise WorkflowError(
                     f"{paths.capacity_file(recipe)}: recipe {recipe} declares no capacity search for cluster "
                     f"{self.cluster} (add capacity: {{min, max, tolerance}} and an slo)"
                 )
-            known, decision = self.sel.capacity(recipe)
+            known, decision = self.searches.decision(recipe)
             rule = checkpoints.held_point if recipe in self.held else checkpoints.point
             found = [rule.get(recipe=recipe, conc=c).output.result for c in sorted(known)]
             if decision.next is not None:
@@ -100,16 +142,31 @@ class RuleKit:
         @wildcards_only
         def inputs(wildcards):
             recipe, conc = wildcards.recipe, int(wildcards.conc)
-            damaged = getattr(self.sel, "damaged", lambda recipe, conc: [])(recipe, conc)
-            return {"plan": self.sel.plan_path(recipe, conc), **({"damaged": damaged} if damaged else {})}
+            damaged = self.damaged(recipe, conc)
+            return {"plan": self.index.plan_path(recipe, conc), **({"damaged": damaged} if damaged else {})}
 
         return inputs
 
+    def damaged(self, recipe: str, conc: int) -> list[str]:
+        """The dry run's marker of the point's damaged result (why.quarantine), an input of its rule
+        so `snakemake -n` lists it; none in a real run (the result was moved aside)."""
+        concs = self._damaged.get(recipe)
+        if concs is None:
+            try:
+                names = os.listdir(self.selection.root / paths.damaged_marker(recipe, 1).rsplit("/", 1)[0])
+            except OSError:
+                names = []
+            concs = self._damaged[recipe] = {n[1:-8] for n in names if n.endswith(".damaged")}
+        return [paths.damaged_marker(recipe, conc)] if concs and str(conc) in concs else []
+
     def recipe_source(self, wildcards) -> str:
-        return self.sel.recipe_source(wildcards.recipe)
+        return self.recipes[wildcards.recipe].source
 
     def capacity_curve(self, wildcards) -> str:
-        return self.sel.capacity_curve(wildcards.recipe)
+        """The curve file of the search's stack, which its capacity job takes the search off; none
+        when its points reuse no stack."""
+        recipe = wildcards.recipe
+        return curve_file(self.index.server(recipe), False) if self.index.reuse(recipe) else ""
 
     def held_recipe_pattern(self) -> str:
         return "|".join(re.escape(name) for name in self.held)
@@ -124,12 +181,15 @@ class RuleKit:
                 args += [f"--{key.removeprefix('slurm_')}", str(resources.get(key))]
         return args
 
+    def scenario_of(self, recipe: str) -> str:
+        return f"scenario {self.recipes[recipe].doc['scenario']['name']}"
+
     def point_result(self):
         """A point's result, as `snakemake --report` shows it."""
 
         @wildcards_only
         def category(wildcards):
-            return self.sel.scenario_of(wildcards.recipe)
+            return self.scenario_of(wildcards.recipe)
 
         labels = {"recipe": "{recipe}", "concurrency": "{conc}"}
         caption = "../report/point.rst"
@@ -147,7 +207,7 @@ class RuleKit:
 
         @wildcards_only
         def plan(wildcards):
-            if self.sel.recipes and wildcards.recipe not in self.sel.recipes:  # (a job's snakemake has none)
+            if self.recipes and wildcards.recipe not in self.recipes:  # (a job's snakemake has none)
                 raise WorkflowError(f"{wildcards.recipe}: no selected recipe of that name on cluster {self.cluster}")
             return paths.plan_file(wildcards.recipe, self.point_conc(wildcards))
 
@@ -159,9 +219,9 @@ class RuleKit:
 
         @wildcards_only
         def path(wildcards):
-            recipe = self.sel.recipes.get(wildcards.recipe) if self.sel.recipes else None
+            recipe = self.recipes.get(wildcards.recipe) if self.recipes else None
             conc = profile_concurrency(recipe) if recipe else int(wildcards.conc)
-            if self.sel.recipes and conc != int(wildcards.conc):
+            if self.recipes and conc != int(wildcards.conc):
                 said = f"its profile runs at concurrency {conc}" if conc else "it declares no profile section"
                 target = paths.profile_dir(wildcards.recipe, wildcards.conc)
                 raise WorkflowError(f"{target}: recipe {wildcards.recipe} on cluster {self.cluster}: {said}")
@@ -174,17 +234,73 @@ class RuleKit:
         concurrency): a warm stack is never left idle while another one runs."""
 
         @wildcards_only
-        def priority(wildcards):
-            return 10**9 - self.sel.run_rank(wildcards.recipe, rehearsal) * 10**6 - int(wildcards.conc)
+        def by_rank(wildcards):
+            return priority(self.stacks.rank(wildcards.recipe, rehearsal), int(wildcards.conc))
 
-        return priority
+        return by_rank
 
     def check_priority(self):
         """A check (``smoke``, ``eval-{benchmark}``) runs on its recipe's stack after the recipe's
         points (it never warms their caches)."""
 
         @wildcards_only
-        def priority(wildcards):
-            return 10**9 - self.sel.run_rank(wildcards.recipe, False) * 10**6 - 999_999
+        def by_rank(wildcards):
+            return priority(self.stacks.rank(wildcards.recipe, False), CHECK_CONC)
 
-        return priority
+        return by_rank
+
+
+class JobKit(RuleKit):
+    """The nested snakemake of a cluster job: no validation, no rendering, no writing. It runs one
+    point whose plan the main process wrote when it submitted the job, and takes the job's resources
+    from that plan file: a recipe edited or broken while jobs wait in the queue changes nothing they run."""
+
+    def __init__(self, workflow, config: dict, cluster: str, rehearsal: bool):
+        self._settings(workflow, config, cluster, rehearsal)
+        self.root = Path(workflow.basedir)
+        self.recipes, self.points, self.evals, self.searched = {}, [], [], []  # the main process asks for them
+        self.held: list[str] = []  # a held stack's points run from the main process, never in a job's snakemake
+        self.submits_jobs = True  # it runs inside a cluster job: the job's own resources apply
+
+    def plan_path(self, recipe: str, conc: int) -> str:
+        """The plan the main process submitted: a sweep point's, else a probe's (rules/capacity.smk)."""
+        sweep = paths.plan_file(recipe, conc)
+        return sweep if (self.root / sweep).exists() else paths.plan_file(recipe, conc, probe=True)
+
+    def smoke_point(self, recipe: str) -> int:
+        """As the main process chose it: the lowest concurrency with a submitted plan."""
+        concs = [conc for conc, _ in paths.point_files((self.root / paths.plan_file(recipe, 1)).parent)]
+        return min(concs, default=1)
+
+    def job_resources(self, recipe: str, conc: int, check: bool = False) -> dict:
+        """The plan's own (a check's time limit was set when the main process submitted its job)."""
+        return batch_step_tasks(json.loads((self.root / self.plan_path(recipe, conc)).read_text())["resources"])
+
+    def point_inputs(self):
+        @wildcards_only
+        def inputs(wildcards):
+            return {"plan": self.plan_path(wildcards.recipe, int(wildcards.conc))}
+
+        return inputs
+
+    def recipe_source(self, wildcards) -> str:
+        raise RuntimeError(f"a cluster job renders no plan ({wildcards.recipe})")
+
+    def capacity_curve(self, wildcards) -> str:
+        raise RuntimeError(f"a cluster job does not decide capacity searches ({wildcards.recipe})")
+
+    def scenario_of(self, recipe: str) -> str:
+        return "points"  # only `snakemake --report` (a main process) asks
+
+    def stack_priority(self, rehearsal: bool):
+        return wildcards_only(lambda wildcards: priority(0, int(wildcards.conc)))  # one point per job
+
+    def check_priority(self):
+        return wildcards_only(lambda wildcards: priority(0, CHECK_CONC))
+
+
+def rule_kit(selection: Selection | None, workflow, config: dict, cluster: str, rehearsal: bool) -> RuleKit:
+    """The main process's kit, or a cluster job's (no selection: it reads the plan it was submitted with)."""
+    if selection is None:
+        return JobKit(workflow, config, cluster, rehearsal)
+    return RuleKit(selection, workflow, config, cluster, rehearsal)

@@ -1,18 +1,18 @@
 """The selection: every recipe validated, the points selected for one cluster, their plans rendered
-(kept only as fingerprints and resources) and what each point's job asks for. It reads files and
-never writes one: ``workflow/writer`` writes what the run needs from it.
+(kept only as fingerprints and resources). It reads files and never writes one: ``workflow/writer``
+writes what the run needs from it (the YAML parse cache it filled included), ``workflow/rulekit``
+answers the rules from it.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..checks.evalsets import problem_count
 from ..checks.preflight import check_plan, warn_client
 from ..contract.paths import YAML_CACHE, result_file, run_dir
-from ..contract.plan import Plan, batch_step_tasks
+from ..contract.plan import Plan
 from ..fileio.errors import InputError, Problem
 from ..fileio.yamlio import ParseCache
 from ..render.cluster import all_clusters
@@ -89,7 +89,7 @@ class Selection:
         ]
         if len(problems) > len(self.broken):
             raise InputError([p for p in problems if p not in self.broken])
-        cache.save()
+        self.parse_cache = cache  # saved by the writer
         self.recipes: dict[str, Recipe] = {r.name: r for r in recipes}
         self.index = PointIndex(self.root, self.cluster, self.clusters, self.recipes, memo, linger_s)
         only = with_variants(only, recipes)
@@ -108,10 +108,6 @@ class Selection:
         self.run = RunPoints(self.index, scope)
         self.stacks = SharedStacks(self.index, self.searches, self.run)
 
-    @property
-    def submits_jobs(self) -> bool:
-        return self.index.submits_jobs
-
     def points_of(self, rehearsal: bool) -> list[Point]:
         """The points to render: the selected ones, or for rehearsal every point of every recipe."""
         if rehearsal:
@@ -122,18 +118,16 @@ class Selection:
         """Why each selected recipe's points would rerun (the dry run's cause lines)."""
         out = []
         for r in self.selected:
-            fp = lambda c, name=r.name: self.fingerprint(name, c)  # noqa: E731
+            fp = lambda c, name=r.name: self.index.facts(name, c).plan  # noqa: E731
             curve = self.index.facts(r.name, r.concurrency[0]).curve
             st = why.recipe_staleness(self.root, r, self.cluster, fp, curve)
             st.checks = why.check_staleness(self.root, r, fp(min(r.concurrency)))
             out.append(st)
         return out
 
-    def fingerprint(self, recipe: str, conc: int) -> str:
-        return self.index.facts(recipe, conc).plan
-
     def capacity(self, recipe: str):
-        """(known probes, decision) of the recipe's capacity search."""
+        """(known probes, decision) of the recipe's capacity search; its next probe is noted for the
+        run's points (the bill, the curve files). The writer asks it; the rules ask the search itself."""
         known, decision = self.searches.decision(recipe)
         self.run.next_probes[recipe] = decision.next
         return known, decision
@@ -174,19 +168,11 @@ class Selection:
             else:
                 self.preflight_problems.append(Problem(r.source, field, str(e)))
 
-    def scenario_of(self, recipe: str) -> str:
-        return f"scenario {self.recipes[recipe].doc['scenario']['name']}"
+    @property
+    def submits_jobs(self) -> bool:  # the bill's question (workflow/bill)
+        return self.index.submits_jobs
 
-    def resources(self, recipe: str, conc: int, check: bool = False) -> dict:
-        """What the point's own Slurm job (``check``: a check's on the point's stack) asks for: one
-        startup and its own time. Only a recipe that reuses no stack has such jobs; every other runs
-        on a held stack, sized from the curve file (run/stacks/held)."""
-        res = batch_step_tasks(self.index.facts(recipe, conc).resources)
-        if check:
-            return dict(res, runtime_min=math.ceil((res["startup_s"] + CHECK_S) / 60))
-        return res
-
-    def reuse(self, recipe: str) -> bool:
+    def reuse(self, recipe: str) -> bool:  # the bill's question (workflow/bill)
         return self.index.reuse(recipe)
 
     def selection_doc(self) -> dict:

@@ -22,9 +22,6 @@ class SharedStacks:
         self._ranks: dict = {}  # rehearsal -> recipe -> run order
         self._stale: dict = {}  # (mates, run scope, next probes) -> their stale points
 
-    def server(self, recipe: str, rehearsal: bool = False) -> str:
-        return self.index.server(recipe, rehearsal)
-
     def mates(self, recipe: str, rehearsal: bool = False) -> tuple[str, ...]:
         """The recipes whose points run on the same stack as this one's in this run (itself included):
         same server identity, stack reuse on. Alone when it reuses no stack."""
