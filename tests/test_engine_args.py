@@ -86,3 +86,20 @@ def test_a_production_recipe_is_checked_by_a_local_env_with_its_pinned_versions(
     src.write_text(yaml.safe_dump(bad, sort_keys=False))
     r = snakemake(wf, "-n", "results/summary.md", profile="profiles/slurm-hgx02", timeout=300)
     assert r.returncode != 0 and "--max-num-batch-tokens" in r.stderr and "dynamo.vllm parser" in r.stderr
+
+
+def test_a_local_environment_others_could_change_is_never_run_to_check(tmp_path):
+    """The pinned-version fallback runs the workflow's own .venvs/*/bin/python: one whose folder is
+    group- or world-writable (anyone could have planted it) is never run."""
+    from servesweep.workflow.engine_args import _local_envs
+
+    marker = tmp_path / "ran"
+    for name, mode in (("planted", 0o777), ("own", 0o755)):
+        bin_dir = tmp_path / "wf" / ".venvs" / name / "bin"
+        bin_dir.mkdir(parents=True)
+        exe = bin_dir / "python"
+        exe.write_text(f'#!/bin/sh\necho {name} >> {marker}\necho \'{{"ai-dynamo": "0.0"}}\'\n')
+        exe.chmod(0o755)
+        (tmp_path / "wf" / ".venvs" / name).chmod(mode)
+    envs = _local_envs(str(tmp_path / "wf"))
+    assert [exe.parts[-3] for exe, _ in envs] == ["own"] and marker.read_text() == "own\n"

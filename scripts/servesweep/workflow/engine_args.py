@@ -279,6 +279,8 @@ def _local_envs(root: str) -> list[tuple[Path, dict]]:
     dists = sorted({"ai-dynamo", *kinds.distributions()})
     out = []
     for exe in sorted(Path(root).glob(".venvs/*/bin/python")):
+        if not _owned(exe):
+            continue
         try:
             run = subprocess.run([str(exe), "-c", code, *dists], capture_output=True, text=True, timeout=60)
             versions = json.loads(run.stdout)
@@ -287,3 +289,16 @@ def _local_envs(root: str) -> list[tuple[Path, dict]]:
         if isinstance(versions, dict) and versions:
             out.append((exe, {kinds.canonical_distribution(d): v for d, v in versions.items()}))
     return out
+
+
+def _owned(exe: Path) -> bool:
+    """Run only an environment its user (or root) made and no one else can change: its folder, its
+    bin/ and the interpreter it resolves to, each owned by them and not group- or world-writable."""
+    for path in (exe.parents[1], exe.parent, exe.resolve()):
+        try:
+            st = path.stat()
+        except OSError:
+            return False
+        if st.st_uid not in (os.getuid(), 0) or st.st_mode & 0o022:
+            return False
+    return True
