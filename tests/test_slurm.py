@@ -12,12 +12,14 @@ import shutil
 import signal
 import subprocess
 import time
+from datetime import datetime
 from pathlib import Path
 
 import psutil
 import pytest
 
 from servesweep.run.result import validate_result
+from servesweep.tools import dcgm_standin
 
 from helpers import (
     BIN,
@@ -28,7 +30,7 @@ from helpers import (
     stack_logs,
     wait_until,
 )
-from slurm.cluster import PRIVATE_DIRS, SlurmCluster, available
+from slurm.cluster import NET, PRIVATE_DIRS, SlurmCluster, available
 
 pytestmark = pytest.mark.slurm
 HERE = Path(__file__).resolve().parent / "slurm"
@@ -172,6 +174,39 @@ def test_disaggregated_roles_land_on_the_planned_nodes(swf, batch):
     # the decode worker reached the prefill worker and the frontend across nodes
     assert doc["figures"]["requests_per_worker"]["decode-0"] > 0
     assert doc["figures"]["requests_per_worker"]["prefill-0"] > 0
+
+
+def test_a_two_node_point_reads_each_nodes_exporter_and_each_roles_power_is_its_nodes_curve(cluster, tmp_path):
+    """The cluster's telemetry an exporter the stack starts on each GPU node (the DCGM stand-in, bound to
+    the node's own address, each node's base power its own): aiperf on node 0 reads both, and the
+    prefill (node 0) and decode (node 1) power per GPU equal their own node's curve over the window."""
+    wf = copy_workflow(tmp_path / "wf", recipes=[])  # a workflow of its own: no other test's cluster facts
+    shutil.copytree(HERE / "profile", wf / "profiles" / "slurm-test")
+    shutil.copy2(HERE / "recipes" / "slurm-disagg-2node.yaml", wf / "recipes")
+    t0, bases = time.time(), {name: 300.0 + 100.0 * i for i, name in enumerate(cluster.names)}
+    addrs = {name: f"{NET}.{11 + i}" for i, name in enumerate(cluster.names)}
+    command = [".venvs/engine/bin/python", "{workdir}/scripts/servesweep/tools/dcgm_standin.py", "--port", "{port}",
+               "--bind", "{addr:self}", "--gpus", "8", "--swing", "50", "--period", "4", "--t0", repr(t0)]  # fmt: skip
+    command += [f"--base-at={addrs[n]}={w}" for n, w in bases.items()]
+    facts = wf / "profiles/slurm-test/cluster.yaml"
+    telemetry = {"source": "exporter", "command": command, "interval_s": 0.02}  # 1 % on a 6 s window
+    facts.write_text(facts.read_text() + f"telemetry: {json.dumps(telemetry)}\n")
+    since = time.time()
+    r = sm(wf, DISAGG)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    doc = _built(wf, r, DISAGG)
+    logs = stack_logs(wf, DISAGG)
+    node = {role: nodes_in_log(logs / f"{role}-0.log")[0] for role in ("prefill", "decode")}
+    assert node["prefill"] != node["decode"], node
+    export = json.loads((wf / doc["artifacts"] / "profile_export_aiperf.json").read_text())
+    start, end = (datetime.fromisoformat(export[k]).timestamp() for k in ("start_time", "end_time"))
+    e = doc["figures"]["energy"]
+    assert e["gpus"] == 16, e  # both nodes' eight
+    for role, host in node.items():
+        curve = dcgm_standin.curves(8, bases[host], 50.0, 4.0, t0)
+        watts = sum(c.energy_j(start, end) for c in curve) / (end - start) / 8
+        assert e["power_w_per_gpu_by_role"][role] == pytest.approx(watts, rel=0.01), (role, host, e)
+    assert_no_strays(since, wf, timeout=30)
 
 
 def test_two_points_at_once_on_one_node_share_no_ports_or_discovery(swf):

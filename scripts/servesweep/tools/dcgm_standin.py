@@ -7,6 +7,10 @@ counter (DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION, mJ) is that curve's exact integra
 a large starting value as a real GPU's counter since boot would be.
 
     python -m servesweep.tools.dcgm_standin --port 9500 --gpus 2 --base 300 --swing 100 --period 8
+
+Where a stack starts one on each of its nodes (``telemetry: {source: exporter}``) it binds the node's
+address (``--bind {addr:self}``: the client on another node reads it), and ``--base-at ADDR=W``
+gives the exporter bound to ADDR its own base, so that each node's curve is told apart.
 """
 
 from __future__ import annotations
@@ -71,8 +75,8 @@ def exposition(gpu_curves: list[Curve], hostname: str, t: float) -> str:
     return "\n".join(lines) + "\n"
 
 
-def server(port: int, gpu_curves: list[Curve], hostname: str) -> ThreadingHTTPServer:
-    """The exporter bound to 127.0.0.1:``port`` (0: any free port), not yet serving."""
+def server(port: int, gpu_curves: list[Curve], hostname: str, bind: str = BIND) -> ThreadingHTTPServer:
+    """The exporter bound to ``bind``:``port`` (0: any free port), not yet serving."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 - http.server's name
@@ -89,7 +93,7 @@ def server(port: int, gpu_curves: list[Curve], hostname: str) -> ThreadingHTTPSe
         def log_message(self, *args):  # aiperf scrapes several times a second: no line per scrape
             pass
 
-    return ThreadingHTTPServer((BIND, port), Handler)
+    return ThreadingHTTPServer((bind, port), Handler)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,12 +105,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--period", type=float, default=8.0, help="the sine's period, s")
     ap.add_argument("--t0", type=float, default=None, help="wall-clock start of the curves (default: now)")
     ap.add_argument("--hostname", default="standin")
+    ap.add_argument("--bind", default=BIND, help="the address to listen on (a node's own, for a remote client)")
+    ap.add_argument("--base-at", action="append", default=[], metavar="ADDR=W", help="--base when bound to ADDR")
     a = ap.parse_args(argv)
-    if a.gpus < 1 or a.period <= 0 or a.swing > a.base:
+    base = _base_at(a.base_at, a.bind, a.base, ap)
+    if a.gpus < 1 or a.period <= 0 or a.swing > base:
         ap.error("need --gpus >= 1, --period > 0 and --swing <= --base (power never negative)")
     t0 = time.time() if a.t0 is None else a.t0
-    srv = server(a.port, curves(a.gpus, a.base, a.swing, a.period, t0), a.hostname)
-    print(f"dcgm-standin listening on {BIND}:{srv.server_address[1]} t0={t0!r}", flush=True)
+    srv = server(a.port, curves(a.gpus, base, a.swing, a.period, t0), a.hostname, a.bind)
+    print(f"dcgm-standin listening on {a.bind}:{srv.server_address[1]} base={base:g} t0={t0!r}", flush=True)
     try:
         srv.serve_forever()
     except KeyboardInterrupt:
@@ -114,6 +121,17 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         srv.server_close()
     return 0
+
+
+def _base_at(pairs: list[str], bind: str, default: float, ap: argparse.ArgumentParser) -> float:
+    for pair in pairs:
+        addr, _, watts = pair.partition("=")
+        try:
+            if addr == bind:
+                return float(watts)
+        except ValueError:
+            ap.error(f"--base-at {pair!r}: want ADDR=WATTS")
+    return default
 
 
 if __name__ == "__main__":
