@@ -148,7 +148,7 @@ def variant_table(order: list[Standing], axes: list[str], basis: Basis = GPU_BAS
              num(s.per_gpu, 2), num(s.tps), s.status]
         )  # fmt: skip
     tps = "total tok/s/GPU there" if basis.per == "GPU" else "total tok/s there (GPUs virtual)"
-    headers = ["rank", "variant", *axes, "GPUs", "capacity at SLO", f"capacity per {basis.per}", tps, ""]
+    headers = ["rank", "variant", *axes, "GPUs", "capacity at SLO", f"capacity per {basis.per}", tps, "status"]
     return tabulate(rows, headers, **TABLE)
 
 
