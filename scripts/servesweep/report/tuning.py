@@ -233,9 +233,14 @@ def _sweep_part(df: pd.DataFrame, recipe: str, info: dict, by_cap: dict, basis: 
     return parts + ["", drawn]
 
 
+def _missed(met) -> bool:
+    """A verdict of the summary's frame: False (missed), True, or None/NaN (no SLO)."""
+    return met is not None and met == met and not bool(met)
+
+
 def tuning_plot(df: pd.DataFrame, recipe: str, plot_dir: Path, basis: Basis = GPU_BASIS) -> str | None:
     """Output tok/s per user against total tok/s per GPU (per stack where GPUs are virtual), every
-    trusted point labelled by its variant and concurrency."""
+    trusted point labelled by its variant and concurrency; a point that misses its SLO is hollow."""
     cols = ["output_tps_per_user", basis.tps]
     if df.empty or not set(cols) <= set(df.columns):
         return None
@@ -250,12 +255,17 @@ def tuning_plot(df: pd.DataFrame, recipe: str, plot_dir: Path, basis: Basis = GP
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7.5, 5))
+    missed = pts["slo_met"].apply(_missed) if "slo_met" in pts else pd.Series(False, index=pts.index)
     for name, vdf in pts.groupby("recipe"):
-        short = name.rsplit(".", 1)[-1]
-        ax.plot(vdf[cols[0]], vdf[cols[1]], "o", alpha=0.8, label=short)
-        for r in vdf.itertuples():
-            ax.annotate(f"{short} c{r.concurrency}", (getattr(r, cols[0]), getattr(r, cols[1])), fontsize=6,
-                        textcoords="offset points", xytext=(3, 3))  # fmt: skip
+        short, miss = name.rsplit(".", 1)[-1], missed[vdf.index]
+        color = ax.plot([], [])[0].get_color()  # the variant's colour, for its met and missed points alike
+        ax.plot(vdf[~miss][cols[0]], vdf[~miss][cols[1]], "o", color=color, alpha=0.8, label=short)
+        ax.plot(vdf[miss][cols[0]], vdf[miss][cols[1]], "o", color=color, mfc="none")
+        for r, m in zip(vdf.itertuples(), miss, strict=True):
+            ax.annotate(f"{short} c{r.concurrency}" + (" (SLO missed)" if m else ""), (getattr(r, cols[0]),
+                        getattr(r, cols[1])), fontsize=6, textcoords="offset points", xytext=(3, 3))  # fmt: skip
+    if missed.any():
+        ax.plot([], [], "o", color="grey", mfc="none", label="hollow: misses its SLO")
     front = pareto(pts, basis.tps)  # the summary's frontier, on this table's basis
     ax.plot(front[cols[0]], front[cols[1]], "k--", lw=1, label="Pareto frontier")
     ax.set_xlabel("output tok/s per user")
