@@ -142,6 +142,28 @@ def test_halving_keeps_the_best_screened_share_and_waits_for_missing_screens():
     assert set(waiting) == set(names) and "7 of 8 measured" in waiting["v0"]
 
 
+def test_a_rehearsal_decides_its_halving_round_from_its_own_screens(tmp_path):
+    """A rehearsal's screens live under results/rehearsal/: its round two is decided from them, and
+    the real run's round still waits for its own."""
+    from servesweep.contract.paths import result_file
+    from servesweep.workflow.halving import halving_round
+
+    sweep = {"axes": {"seqs": {"field": "engine.args[--max-num-seqs]", "values": [2, 4, 8, 16]}},
+             "strategy": "halving", "halving": {"target": 8, "keep": 0.25, "screen_share": 0.5}}  # fmt: skip
+    recipes, problems = load(tmp_path, sweep, scenario=dict(BASE["scenario"], duration_s=8))
+    assert problems == []
+    screens = [r for r in recipes if r.screen]
+    for i, r in enumerate(screens):  # the TTFT headroom falls with the index: seqs-2 is the answer
+        f = tmp_path / result_file(r.name, 8, rehearsal=True)
+        f.parent.mkdir(parents=True)
+        f.write_text(json.dumps(result_doc(r.name, 8, 0.05 * (i + 1), 100.0)))
+    rehearsed = halving_round(tmp_path, recipes, rehearsal=True)["local-tune-mocker"]
+    assert sorted(rehearsed) == [f"local-tune-mocker.seqs-{n}" for n in (16, 4, 8)], rehearsed
+    assert all(why.startswith("screened out") for why in rehearsed.values())
+    real = halving_round(tmp_path, recipes)["local-tune-mocker"]
+    assert len(real) == 4 and all("waits for the halving screens (0 of 4" in why for why in real.values())
+
+
 def test_selecting_a_sweep_by_name_selects_its_variants(tmp_path):
     from servesweep.workflow.selection import with_variants
 

@@ -168,7 +168,7 @@ def _load(root: Path, cluster: str, chosen: tuple, rehearsal: bool, scope, stack
     """``chosen``: (the recipes --config names, () -> the recipes the targets name); ``stacks``:
     (--config linger_s, --config canary)."""
     try:
-        sel = Selection(root, cluster, *chosen, scope=scope, linger_s=stacks[0])
+        sel = Selection(root, cluster, *chosen, scope=scope, linger_s=stacks[0], rehearsal=rehearsal)
         files = RunFiles(sel, canary=stacks[1])
         files.write_plans()
         if sel.preflight_problems:

@@ -29,9 +29,9 @@ class Screened:
         return (self.met, -self.worst, self.tps)
 
 
-def screened(root: Path, screen, target: int) -> Screened | None:
-    """A screen's standing from its result (None: no usable result yet)."""
-    doc, _why = checked_json(root / result_file(screen.name, target), RESULT_SCHEMA_FILE)
+def screened(root: Path, screen, target: int, rehearsal: bool = False) -> Screened | None:
+    """A screen's standing from its result (None: no usable result yet); a rehearsal's from its own."""
+    doc, _why = checked_json(root / result_file(screen.name, target, rehearsal), RESULT_SCHEMA_FILE)
     if doc is None:
         return None
     f, slo = doc["figures"], screen.doc.get("slo") or {}
@@ -84,8 +84,9 @@ def decide(screens: list[Screened | None], names: list[str], halving: dict) -> d
     }
 
 
-def halving_round(root: Path, selected: list) -> dict[str, dict[str, str]]:
-    """Per halving sweep among the selected recipes: its full variants not to run now, with why."""
+def halving_round(root: Path, selected: list, rehearsal: bool = False) -> dict[str, dict[str, str]]:
+    """Per halving sweep among the selected recipes: its full variants not to run now, with why (a
+    rehearsal decides from its own screens: results/rehearsal/)."""
     out: dict[str, dict[str, str]] = {}
     for base in sorted({r.sweep_of for r in selected if r.sweep_of and r.sweep["strategy"] == "halving"}):
         screens = [r for r in selected if r.sweep_of == base and r.screen]
@@ -93,5 +94,5 @@ def halving_round(root: Path, selected: list) -> dict[str, dict[str, str]]:
             continue
         halving = screens[0].sweep["halving"]
         names = [s.name.rsplit(".", 1)[0] for s in screens]
-        out[base] = decide([screened(root, s, halving["target"]) for s in screens], names, halving)
+        out[base] = decide([screened(root, s, halving["target"], rehearsal) for s in screens], names, halving)
     return out

@@ -62,11 +62,19 @@ class Selection:
     """Every recipe validated; the points selected for one cluster."""
 
     def __init__(
-        self, root: Path, cluster: str, only: list[str] | None = None, targeted=None, scope=None, linger_s=None
+        self,
+        root: Path,
+        cluster: str,
+        only: list[str] | None = None,
+        targeted=None,
+        scope=None,
+        linger_s=None,
+        rehearsal: bool = False,
     ):
         """``targeted``: () -> the recipes the run's targets name, or None (asked only when a recipe is
         broken); ``scope``: () -> (targets, forced) of this snakemake run, known only once the DAG is
-        being built; ``linger_s``: --config linger_s for every recipe."""
+        being built; ``linger_s``: --config linger_s for every recipe; ``rehearsal``: a halving sweep's
+        round is decided from the rehearsal's screens."""
         self.root = Path(root)
         self.preflight_problems: list[Problem] = []
         self.preflight_notes: list[str] = []
@@ -100,7 +108,7 @@ class Selection:
         idle = idle_axes(self.selected, self.cluster)
         if idle:
             raise InputError(idle)
-        self.not_run = halving_round(self.root, self.selected)  # sweep -> variant -> why not this run
+        self.not_run = halving_round(self.root, self.selected, rehearsal)  # sweep -> variant -> why not this run
         deferred = {name for why in self.not_run.values() for name in why}
         self.selected = [r for r in self.selected if r.name not in deferred]
         self.points = [Point(r.name, c) for r in self.selected for c in r.concurrency]
