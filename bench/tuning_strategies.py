@@ -1,8 +1,12 @@
-"""Grid against successive halving on a local space with a known answer: the mocker's sequence slots
-per replica x its speed-up ratio at c8 (the fastest engine with enough slots for every user holds the
-SLO with the most throughput). Both strategies run for real in two workflow copies (halving in its two
+"""Grid against successive halving, both run for real in two workflow copies (halving in its two
 rounds); prints each one's GPU-hours (from the results: GPUs x (benchmark + the startup of the stack
-the point started)), its verdict line, and halving's share of the grid's GPU-hours."""
+the point started)), its verdict line, and halving's share of the grid's GPU-hours.
+
+``--space local``: a space with a known answer, the mocker's sequence slots per replica x its
+speed-up ratio at c8 (the fastest engine with enough slots for every user holds the SLO with the
+most throughput). ``--space seed``: seed 000's tuning sweep (recipes/gemma4-livekit-tune-c150.yaml,
+12 variants) as its rehearsal on this machine (mockers in the production layout, durations and
+concurrency capped; a mocker drops the prefill-chunk argument, so its ranking there is mostly noise)."""
 
 from __future__ import annotations
 
@@ -11,34 +15,57 @@ import json
 import re
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 from common import copy_workflow, header, snakemake
 
-RECIPE = "local-tune-mocker"
+
+@dataclass(frozen=True)
+class Space:
+    recipe: str
+    summary: str  # the target, whose Tuning section names the winner
+    config: tuple[str, ...]
+    halving: dict
+
+    @property
+    def results(self) -> str:
+        return str(Path(self.summary).parent)
 
 
-def _write(wf: Path, strategy: str, duration: float) -> None:
-    f = wf / "recipes" / f"{RECIPE}.yaml"
+SPACES = {
+    "local": Space("local-tune-mocker", "results/summary.md", (), {"target": 8, "keep": 0.2, "screen_share": 0.1}),
+    "seed": Space(
+        "gemma4-livekit-tune-c150",
+        "results/rehearsal/summary.md",
+        ("--config", "cluster=hcm-hgx02", "rehearsal=1", "recipes=gemma4-livekit-tune-c150"),
+        {"target": 150, "keep": 0.25, "screen_share": 0.25},
+    ),
+}
+
+
+def _write(wf: Path, space: Space, strategy: str, duration: float) -> None:
+    f = wf / "recipes" / f"{space.recipe}.yaml"
     doc = yaml.safe_load(f.read_text())
-    doc["scenario"]["duration_s"] = duration
-    doc["sweep"] = {
-        "axes": {
-            "seqs": {"field": "engine.args[--max-num-seqs]", "values": [1, 2, 4]},
-            "speed": {"field": "engine.args[--speedup-ratio]", "values": [0.5, 1, 2]},
-        },
-    }
+    if space.recipe == SPACES["local"].recipe:
+        doc["scenario"]["duration_s"] = duration
+        doc["sweep"] = {
+            "axes": {
+                "seqs": {"field": "engine.args[--max-num-seqs]", "values": [1, 2, 4]},
+                "speed": {"field": "engine.args[--speedup-ratio]", "values": [0.5, 1, 2]},
+            },
+        }
     if strategy == "halving":
-        doc["sweep"] |= {"strategy": "halving", "halving": {"target": 8, "keep": 0.2, "screen_share": 0.1}}
+        doc["sweep"] |= {"strategy": "halving", "halving": space.halving}
     f.write_text(yaml.safe_dump(doc, sort_keys=False))
 
 
-def gpu_hours(wf: Path) -> tuple[float, int]:
+def gpu_hours(wf: Path, space: Space) -> tuple[float, int]:
     """(GPU-hours of every result of the sweep, its number of points)."""
     total, n = 0.0, 0
-    for p in wf.glob(f"results/{RECIPE}.*/c*.json"):
+    for p in wf.glob(f"{space.results}/{space.recipe}.*/c*.json"):
         doc = json.loads(p.read_text())
         stack = doc["identity"]["stack"]
         start = stack["startup_s"] if stack["position"] == 1 else 0.0
@@ -47,16 +74,16 @@ def gpu_hours(wf: Path) -> tuple[float, int]:
     return total, n
 
 
-def verdict(wf: Path) -> str:
-    text = (wf / "results/summary.md").read_text()
-    m = re.search(r"\*\*(Best[^*]*|Tied[^*]*)\*\*", text.split(f"## Tuning `{RECIPE}`", 1)[1])
+def verdict(wf: Path, space: Space) -> str:
+    text = (wf / space.summary).read_text()
+    m = re.search(r"\*\*(Best[^*]*|Tied[^*]*)\*\*", text.split(f"## Tuning `{space.recipe}`", 1)[1])
     return m.group(1) if m else "(no verdict)"
 
 
-def run(wf: Path, rounds: int) -> float:
+def run(wf: Path, space: Space, rounds: int) -> float:
     t = time.monotonic()
     for _ in range(rounds):
-        r = snakemake(wf, "results/summary.md", timeout=1800)
+        r = snakemake(wf, space.summary, *space.config, timeout=3600)
         if r.returncode:
             raise SystemExit(r.stderr[-3000:])
     return time.monotonic() - t
@@ -64,19 +91,21 @@ def run(wf: Path, rounds: int) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--duration", type=float, default=30.0, help="the full benchmark (s); a screen is 1/10")
+    ap.add_argument("--space", choices=sorted(SPACES), default="local")
+    ap.add_argument("--duration", type=float, default=30.0, help="local: the full benchmark (s); a screen is 1/10")
     a = ap.parse_args()
-    reproduce = f"python bench/tuning_strategies.py --duration {a.duration:g}"
-    header("tuning strategies: grid vs successive halving", reproduce)
+    space = SPACES[a.space]
+    header(f"tuning strategies on {a.space}: grid vs successive halving",
+           f"python bench/tuning_strategies.py --space {a.space} --duration {a.duration:g}")  # fmt: skip
     tmp = Path(tempfile.mkdtemp())
     out = {}
     for strategy, rounds in (("grid", 1), ("halving", 2)):
-        wf = copy_workflow(tmp / strategy, [RECIPE])
-        _write(wf, strategy, a.duration)
-        wall = run(wf, rounds)
-        hours, points = gpu_hours(wf)
+        wf = copy_workflow(tmp / strategy, [space.recipe])
+        _write(wf, space, strategy, a.duration)
+        wall = run(wf, space, rounds)
+        hours, points = gpu_hours(wf, space)
         out[strategy] = hours
-        print(f"{strategy:8s} {points:2d} points, {hours:.4f} GPU-h, wall {wall:.0f} s: {verdict(wf)}")
+        print(f"{strategy:8s} {points:2d} points, {hours:.4f} GPU-h, wall {wall:.0f} s: {verdict(wf, space)}")
     print(f"halving / grid GPU-hours: {out['halving'] / out['grid']:.0%} (bound 50 %)")
 
 
