@@ -140,6 +140,12 @@ def test_halving_keeps_the_best_screened_share_and_waits_for_missing_screens():
     assert decide(tied, names, {"target": 8, "keep": 0.25}) == {}  # a short screen decides no tie: all kept
     waiting = decide([*screens[:-1], None], names, {"target": 8})
     assert set(waiting) == set(names) and "7 of 8 measured" in waiting["v0"]
+    # a screen a starved client left unjudged is measured in full, never screened out on its blanks
+    starved = [*screens[:-1], Screened("v7", False, float("inf"), 0.0, unjudged="client-bound: 9 stalls")]
+    out = decide(starved, names, {"target": 8, "keep": 0.25})
+    assert sorted(set(names) - set(out)) == ["v0", "v1", "v7"] and out["v6"].startswith("screened out: 7 of 7")
+    unmeasured = decide([*screens[:-1], Screened("v7", False, float("inf"), 0.0)], names, {"target": 8, "keep": 0.25})
+    assert "SLO missed, a limited figure unmeasured" in unmeasured["v7"]
 
 
 def test_a_rehearsal_decides_its_halving_round_from_its_own_screens(tmp_path):
@@ -156,9 +162,12 @@ def test_a_rehearsal_decides_its_halving_round_from_its_own_screens(tmp_path):
     for i, r in enumerate(screens):  # the TTFT headroom falls with the index: seqs-2 is the answer
         f = tmp_path / result_file(r.name, 8, rehearsal=True)
         f.parent.mkdir(parents=True)
-        f.write_text(json.dumps(result_doc(r.name, 8, 0.05 * (i + 1), 100.0)))
+        doc = result_doc(r.name, 8, 0.05 * (i + 1), 100.0)
+        if i == 3:  # seqs-16's screen: its client starved, so it is measured in full, not screened out
+            doc["marks"] = [{"mark": "client-bound", "reason": "client-bound: aiperf's event loop stalled"}]
+        f.write_text(json.dumps(doc))
     rehearsed = halving_round(tmp_path, recipes, rehearsal=True)["local-tune-mocker"]
-    assert sorted(rehearsed) == [f"local-tune-mocker.seqs-{n}" for n in (16, 4, 8)], rehearsed
+    assert sorted(rehearsed) == [f"local-tune-mocker.seqs-{n}" for n in (4, 8)], rehearsed
     assert all(why.startswith("screened out") for why in rehearsed.values())
     real = halving_round(tmp_path, recipes)["local-tune-mocker"]
     assert len(real) == 4 and all("waits for the halving screens (0 of 4" in why for why in real.values())

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..capacity.slo import slo_verdicts
 from ..contract import figures
+from ..contract.marks import STOPPING_SEARCH, marks_of
 from ..contract.paths import RESULT_SCHEMA_FILE, result_file
 from ..fileio.yamlio import checked_json
 from ..render.sweep import HALVING_DEFAULTS
@@ -24,6 +25,7 @@ class Screened:
     met: bool
     worst: float  # the largest share of its SLO limit a figure used (1.0: at the limit)
     tps: float  # total tok/s per GPU
+    unjudged: str = ""  # why its figures cannot rank it (a client-bound, not-streamed or stalled screen)
 
     def key(self) -> tuple:
         return (self.met, -self.worst, self.tps)
@@ -34,11 +36,14 @@ def screened(root: Path, screen, target: int, rehearsal: bool = False) -> Screen
     doc, _why = checked_json(root / result_file(screen.name, target, rehearsal), RESULT_SCHEMA_FILE)
     if doc is None:
         return None
+    variant = screen.name.rsplit(".", 1)[0]
+    marked = [m["reason"] for m in marks_of(doc) if m["mark"] in STOPPING_SEARCH]
+    if marked:
+        return Screened(variant, False, math.inf, 0.0, unjudged=marked[0])
     f, slo = doc["figures"], screen.doc.get("slo") or {}
     verdict = slo_verdicts(slo, f)
     ratios = [_share(v) for v in verdict["verdicts"]]
     tps = figures.BY_NAME["total_tps_per_gpu"].of(f) or 0.0
-    variant = screen.name.rsplit(".", 1)[0]
     return Screened(variant, verdict["met"] is not False, max(ratios, default=0.0), tps)
 
 
@@ -59,6 +64,10 @@ def _tied(a: Screened, b: Screened) -> bool:
     return close and abs(a.tps - b.tps) <= SCREEN_NOISE * max(a.tps, b.tps)
 
 
+def _used(worst: float) -> str:
+    return f"{worst:.0%} of its tightest limit" if math.isfinite(worst) else "a limited figure unmeasured"
+
+
 def keep_count(n: int, halving: dict) -> int:
     return max(1, math.ceil(n * halving.get("keep", HALVING_DEFAULTS["keep"])))
 
@@ -69,15 +78,16 @@ def decide(screens: list[Screened | None], names: list[str], halving: dict) -> d
     if missing:
         why = f"waits for the halving screens ({len(names) - len(missing)} of {len(names)} measured): run again"
         return dict.fromkeys(names, why)
-    order = sorted(screens, key=lambda s: s.key(), reverse=True)
-    keep = keep_count(len(order), halving)
+    # a screen its marks leave unjudged is measured in full: a starved client decides nothing
+    order = sorted((s for s in screens if not s.unjudged), key=lambda s: s.key(), reverse=True)
+    keep = keep_count(len(screens), halving)
     while keep < len(order) and _tied(order[keep], order[keep - 1]):
         keep += 1  # a screen the last kept one is not ahead of is kept too: a short run decides no tie
     target = halving["target"]
     return {
         s.variant: (
             f"screened out: {rank} of {len(order)} at c{target} "
-            f"({'SLO met' if s.met else 'SLO missed'}, {s.worst:.0%} of its tightest limit, {s.tps:,.0f} tok/s/GPU)"
+            f"({'SLO met' if s.met else 'SLO missed'}, {_used(s.worst)}, {s.tps:,.0f} tok/s/GPU)"
         )
         for rank, s in enumerate(order, 1)
         if rank > keep
