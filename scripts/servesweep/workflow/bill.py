@@ -101,7 +101,7 @@ def stack_bills(sel, only: set[str] | None = None) -> list[StackBill]:
         if mates in seen:
             continue
         seen.add(mates)
-        reuse = sel.reuse(r.name)
+        reuse = sel.index.reuse(r.name)
         points = sel.stacks.stale_points(r.name) if reuse else [(r.name, c) for c in sel.run.curve_points(r.name)]
         if not points:
             continue
@@ -172,12 +172,12 @@ def say_bill(sel) -> None:
     """On stderr, before anything is submitted: each sweep's expansion and bill (a sweep over its
     budget is refused here), then on a cluster the run's bill."""
     swept = {r.name for r in sel.selected if r.sweep_of}
-    if not sel.submits_jobs and not swept:
+    if not sel.index.submits_jobs and not swept:
         return
-    bills = stack_bills(sel, None if sel.submits_jobs else swept)
+    bills = stack_bills(sel, None if sel.index.submits_jobs else swept)
     for line in sweep_lines(sel, bills, RUN_BUDGET_GPU_H[0] if RUN_BUDGET_GPU_H else None):
         print(f"servesweep: {line}", file=sys.stderr)
-    if not sel.submits_jobs:
+    if not sel.index.submits_jobs:
         return
     for line in bill_lines(bills):
         print(f"servesweep: {line}", file=sys.stderr)

@@ -176,13 +176,6 @@ class Selection:
             else:
                 self.preflight_problems.append(Problem(r.source, field, str(e)))
 
-    @property
-    def submits_jobs(self) -> bool:  # the bill's question (workflow/bill)
-        return self.index.submits_jobs
-
-    def reuse(self, recipe: str) -> bool:  # the bill's question (workflow/bill)
-        return self.index.reuse(recipe)
-
     def selection_doc(self) -> dict:
         return {
             "cluster": self.cluster.name,
