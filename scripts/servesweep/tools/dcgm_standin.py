@@ -124,14 +124,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _base_at(pairs: list[str], bind: str, default: float, ap: argparse.ArgumentParser) -> float:
+    """The base power for the address bound, from every ``ADDR=WATTS`` pair (each one checked)."""
+    bases = {}
     for pair in pairs:
         addr, _, watts = pair.partition("=")
         try:
-            if addr == bind:
-                return float(watts)
+            bases[addr] = float(watts)
         except ValueError:
             ap.error(f"--base-at {pair!r}: want ADDR=WATTS")
-    return default
+    return bases.get(bind, default)
 
 
 if __name__ == "__main__":
