@@ -144,6 +144,9 @@ class Step:
         why += f": its stack died: {status.message}" if status.state is State.DEAD and status.message else ""
         if end:
             return rc, why
+        # the stack ended under this step (a scancel): recorded before the next point's turn, so the
+        # canary skips the run's later points even when the keeper was killed before it could say so
+        StackDir(cur.dir).fail(why)
         held.say(f"FAILED: {why}")
         if self.record:
             _add_failure(plan, why)
