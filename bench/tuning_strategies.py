@@ -6,7 +6,10 @@ the point started)), its verdict line, and halving's share of the grid's GPU-hou
 speed-up ratio at c8 (the fastest engine with enough slots for every user holds the SLO with the
 most throughput). ``--space seed``: seed 000's tuning sweep (recipes/gemma4-livekit-tune-c150.yaml,
 12 variants) as its rehearsal on this machine (mockers in the production layout, durations and
-concurrency capped; a mocker drops the prefill-chunk argument, so its ranking there is mostly noise)."""
+concurrency capped; a mocker drops the prefill-chunk argument, so its ranking there is mostly noise).
+``--window``: the rehearsal's benchmark window (the local cluster's ``rehearsal.max_duration_s``);
+a screen runs its share of it. The seed's last line prices the trials each strategy ran as the
+cluster would bill them (its plans: GPUs x (startup bound per stack and run + each point's time))."""
 
 from __future__ import annotations
 
@@ -46,11 +49,11 @@ SPACES = {
 }
 
 
-def _write(wf: Path, space: Space, strategy: str, duration: float) -> None:
+def _write(wf: Path, space: Space, strategy: str, a: argparse.Namespace) -> None:
     f = wf / "recipes" / f"{space.recipe}.yaml"
     doc = yaml.safe_load(f.read_text())
     if space.recipe == SPACES["local"].recipe:
-        doc["scenario"]["duration_s"] = duration
+        doc["scenario"]["duration_s"] = a.duration
         doc["sweep"] = {
             "axes": {
                 "seqs": {"field": "engine.args[--max-num-seqs]", "values": [1, 2, 4]},
@@ -58,8 +61,14 @@ def _write(wf: Path, space: Space, strategy: str, duration: float) -> None:
             },
         }
     if strategy == "halving":
-        doc["sweep"] |= {"strategy": "halving", "halving": space.halving}
+        given = {"screen_share": a.screen_share, "keep": a.keep}
+        doc["sweep"] |= {"strategy": "halving", "halving": space.halving | {k: v for k, v in given.items() if v}}
     f.write_text(yaml.safe_dump(doc, sort_keys=False))
+    if a.window:
+        c = wf / "profiles" / "local" / "cluster.yaml"
+        cluster = yaml.safe_load(c.read_text())
+        cluster["rehearsal"]["max_duration_s"] = a.window
+        c.write_text(yaml.safe_dump(cluster, sort_keys=False))
 
 
 def gpu_hours(wf: Path, space: Space) -> tuple[float, int]:
@@ -72,6 +81,20 @@ def gpu_hours(wf: Path, space: Space) -> tuple[float, int]:
         total += doc["identity"]["topology"]["gpus"] * (doc["timings_s"]["bench"] + start) / 3600
         n += 1
     return total, n
+
+
+def cluster_hours(wf: Path, space: Space, rounds: int) -> float:
+    """GPU-hours the cluster would bill for the trials the rehearsal ran: every trial's point time,
+    and one startup (its bound) per server identity per round (round two is a run of its own)."""
+    total, started = 0.0, set()
+    for p in wf.glob(f"{space.results}/{space.recipe}.*/c*.json"):
+        name, conc = p.parent.name, int(p.stem[1:])
+        plan = json.loads((wf / ".plans" / name / f"c{conc}.json").read_text())
+        res, gpus = plan["resources"], json.loads(p.read_text())["identity"]["topology"]["gpus"]
+        stack = (plan["fingerprints"]["server"], name.endswith(".screen") or rounds == 1)
+        total += gpus * (res["point_s"] + (res["startup_s"] if stack not in started else 0)) / 3600
+        started.add(stack)
+    return total
 
 
 def verdict(wf: Path, space: Space) -> str:
@@ -93,20 +116,30 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--space", choices=sorted(SPACES), default="local")
     ap.add_argument("--duration", type=float, default=30.0, help="local: the full benchmark (s); a screen is 1/10")
+    ap.add_argument("--window", type=float, help="seed: the rehearsal's benchmark window (s)")
+    ap.add_argument("--screen-share", type=float, help="halving's screen_share (default: the space's)")
+    ap.add_argument("--keep", type=float, help="halving's keep (default: the space's)")
     a = ap.parse_args()
     space = SPACES[a.space]
+    used = {"duration"} if a.space == "local" else {"window"}
+    opts = {k: v for k, v in vars(a).items() if v and k in used | {"screen_share", "keep"}}
+    given = " ".join(f"--{k.replace('_', '-')} {v:g}" for k, v in opts.items())
     header(f"tuning strategies on {a.space}: grid vs successive halving",
-           f"python bench/tuning_strategies.py --space {a.space} --duration {a.duration:g}")  # fmt: skip
+           f"python bench/tuning_strategies.py --space {a.space} {given}")  # fmt: skip
     tmp = Path(tempfile.mkdtemp())
-    out = {}
+    out, billed = {}, {}
     for strategy, rounds in (("grid", 1), ("halving", 2)):
         wf = copy_workflow(tmp / strategy, [space.recipe])
-        _write(wf, space, strategy, a.duration)
+        _write(wf, space, strategy, a)
         wall = run(wf, space, rounds)
         hours, points = gpu_hours(wf, space)
         out[strategy] = hours
+        billed[strategy] = cluster_hours(wf, space, rounds) if space.config else 0.0
         print(f"{strategy:8s} {points:2d} points, {hours:.4f} GPU-h, wall {wall:.0f} s: {verdict(wf, space)}")
     print(f"halving / grid GPU-hours: {out['halving'] / out['grid']:.0%} (bound 50 %)")
+    if space.config:
+        print(f"as the cluster bills these trials: grid {billed['grid']:.1f} GPU-h, halving {billed['halving']:.1f} "
+              f"GPU-h: {billed['halving'] / billed['grid']:.0%}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -138,6 +138,10 @@ def test_halving_keeps_the_best_screened_share_and_waits_for_missing_screens():
     assert out["v7"].startswith("screened out: 8 of 8 at c8")
     tied = [Screened(n, True, 0.3, 1000.0 - i) for i, n in enumerate(names)]  # none ahead of another
     assert decide(tied, names, {"target": 8, "keep": 0.25}) == {}  # a short screen decides no tie: all kept
+    # a dense field, each screen within the noise of the next: ties are judged against the last one kept
+    # by share (v1), never chained (a chain kept all 12 screens of the seed sweep's rehearsal)
+    dense = [Screened(n, True, 0.3 * 1.08**i, 1000.0) for i, n in enumerate(names)]
+    assert sorted(set(names) - set(decide(dense, names, {"target": 8, "keep": 0.25}))) == ["v0", "v1", "v2"]
     waiting = decide([*screens[:-1], None], names, {"target": 8})
     assert set(waiting) == set(names) and "7 of 8 measured" in waiting["v0"]
     # a screen a starved client left unjudged is measured in full, never screened out on its blanks
@@ -171,6 +175,26 @@ def test_a_rehearsal_decides_its_halving_round_from_its_own_screens(tmp_path):
     assert all(why.startswith("screened out") for why in rehearsed.values())
     real = halving_round(tmp_path, recipes)["local-tune-mocker"]
     assert len(real) == 4 and all("waits for the halving screens (0 of 4" in why for why in real.values())
+
+
+def test_a_rehearsed_screen_runs_its_share_of_the_rehearsal_window_as_on_the_cluster(tmp_path):
+    """A rehearsal caps every benchmark to its window; a halving screen keeps its share of it (else a
+    rehearsed screen costs as much as a full point), never under the shortest screen allowed."""
+    from servesweep.render.plan import render
+
+    local = CLUSTERS["local"]
+    cap = local.rehearsal_max_duration_s
+    assert 12 <= cap < 30  # a quarter of it is over the 3 s floor, a tenth under it
+    for share, screen_s in ((0.25, cap / 4), (0.1, 3.0)):
+        sweep = {"axes": {"seqs": {"field": "engine.args[--max-num-seqs]", "values": [2, 4]}},
+                 "strategy": "halving", "halving": {"target": 8, "screen_share": share}}  # fmt: skip
+        recipes, problems = load(tmp_path, sweep, scenario=dict(BASE["scenario"], duration_s=60))
+        assert problems == []
+        full, screen = (next(r for r in recipes if r.screen == s) for s in (False, True))
+        assert render(full, local, 8)["benchmark"]["duration_s"] == 60
+        assert render(screen, local, 8)["benchmark"]["duration_s"] == 60 * share
+        assert render(full, local, 8, rehearsal=local)["benchmark"]["duration_s"] == cap
+        assert render(screen, local, 8, rehearsal=local)["benchmark"]["duration_s"] == screen_s
 
 
 def test_selecting_a_sweep_by_name_selects_its_variants(tmp_path):

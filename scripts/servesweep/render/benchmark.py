@@ -7,13 +7,16 @@ import math
 from ..contract.plan import REPEAT_COOLDOWN_S, host_side
 from . import scenarios, telemetry
 from .cluster import Cluster
+from .sweep import MIN_SCREEN_S
 
 REHEARSAL_DATASET = {"synthetic": {"isl": 256, "osl": 32, "entries": 500}}
 # an agentic (Weka-format) recipe rehearses on a small generated trace of that format (tools/traces)
 REHEARSAL_WEKA_TRACE = "agentx-rehearsal"  # under the rehearsal host's trace_dir
 
 
-def settings(doc: dict, conc: int, cluster: Cluster, rehearsal: Cluster | None) -> dict:
+def settings(doc: dict, conc: int, cluster: Cluster, rehearsal: Cluster | None, share: float = 1.0) -> dict:
+    """``share``: a halving screen's share of a full point (render/sweep.screen_share), which a
+    rehearsal keeps: its screens run that share of the rehearsal's window, as on the cluster."""
     scen = doc["scenario"]
     dataset = scen["dataset"]
     duration = scen.get("duration_s")
@@ -26,7 +29,11 @@ def settings(doc: dict, conc: int, cluster: Cluster, rehearsal: Cluster | None) 
         conc = min(conc, rehearsal.rehearsal_max_concurrency)
         cap = rehearsal.rehearsal_max_duration_s
         grace = min(grace, cap)
-        duration, requests = (min(duration, cap), None) if duration else (None, min(requests, conc * 4))
+        window = cap if share >= 1 else max(cap * share, min(cap, MIN_SCREEN_S))  # as written, int or float
+        if duration:
+            duration, requests = min(duration, window), None
+        else:
+            requests = min(requests, max(1, math.ceil(conc * 4 * share)))
     (kind, ds), *_ = dataset.items()
     if "path" in ds and doc.get("image") and cluster.container_runtime and rehearsal is None:
         # the recipe names the path its engines see (placeholders are container-side); aiperf runs on the host

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from ..contract.plan import PLAN_SCHEMA, Process
 from ..fileio.encode import digest, encode
 from ..fileio.errors import InputError, Problem
-from . import benchmark, dataid, engines, kinds, kvstore, limits, preamble, pythons, telemetry, topology
+from . import benchmark, dataid, engines, kinds, kvstore, limits, preamble, pythons, sweep, telemetry, topology
 from .cluster import Cluster
 from .kinds.dynamo_frontend import FRONTEND
 from .plantext import POINT_KEYS, LayoutTexts
@@ -77,7 +77,8 @@ def render_point(
     """
     base, doc, texts = layout or globals()["layout"](recipe, cluster, rehearsal)
     run_cluster = rehearsal or cluster
-    bench = benchmark.settings(doc, conc, cluster, rehearsal)
+    share = sweep.screen_share(recipe.sweep["halving"]) if recipe.screen else 1.0
+    bench = benchmark.settings(doc, conc, cluster, rehearsal, share)
     plan = dict(base)
     plan["point"] = conc  # the target's concurrency (rehearsal may cap the one it runs)
     plan["benchmark"] = bench

@@ -249,10 +249,15 @@ HALVING_DEFAULTS = {"keep": 0.25, "screen_share": 0.2}
 MIN_SCREEN_S = 3.0  # a screen shorter than this measures start-up noise, not the setting
 
 
+def screen_share(halving: dict) -> float:
+    """The share of a full point's benchmark a screen runs (also in a rehearsal: render/benchmark)."""
+    return halving.get("screen_share", HALVING_DEFAULTS["screen_share"])
+
+
 def screen_doc(vdoc: dict, halving: dict) -> dict:
     """A variant's screen (successive halving's first round): the same servers at the target load,
     for a share of the benchmark, without capacity search or evals."""
-    share = halving.get("screen_share", HALVING_DEFAULTS["screen_share"])
+    share = screen_share(halving)
     doc = copy.deepcopy({k: v for k, v in vdoc.items() if k not in ("capacity", "evals", "repeats")})
     doc["name"] = f"{vdoc['name']}.{paths.SCREEN}"
     doc["concurrency"] = [halving["target"]]
@@ -273,7 +278,7 @@ def halving_problems(doc: dict, label: str) -> list[Problem]:
         )
     if "halving" not in spec:
         return [Problem(label, "sweep.halving", "strategy halving needs halving: {target: <concurrency>}")]
-    scen, share = doc["scenario"], spec["halving"].get("screen_share", HALVING_DEFAULTS["screen_share"])
+    scen, share = doc["scenario"], screen_share(spec["halving"])
     if "duration_s" in scen and scen["duration_s"] * share < MIN_SCREEN_S:
         reason = (
             f"a screen of {scen['duration_s'] * share:g} s (scenario.duration_s {scen['duration_s']:g} x screen_share "

@@ -80,9 +80,11 @@ def decide(screens: list[Screened | None], names: list[str], halving: dict) -> d
         return dict.fromkeys(names, why)
     # a screen its marks leave unjudged is measured in full: a starved client decides nothing
     order = sorted((s for s in screens if not s.unjudged), key=lambda s: s.key(), reverse=True)
-    keep = keep_count(len(screens), halving)
-    while keep < len(order) and _tied(order[keep], order[keep - 1]):
-        keep += 1  # a screen the last kept one is not ahead of is kept too: a short run decides no tie
+    keep = share = keep_count(len(screens), halving)
+    # a screen the last one kept by share is not ahead of is kept too (a short run decides no tie):
+    # judged against that screen, never chained from one tie to the next through a dense field
+    while keep < len(order) and _tied(order[keep], order[share - 1]):
+        keep += 1
     target = halving["target"]
     return {
         s.variant: (
