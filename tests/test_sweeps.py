@@ -148,6 +148,10 @@ def test_halving_keeps_the_best_screened_share_and_waits_for_missing_screens():
     starved = [*screens[:-1], Screened("v7", False, float("inf"), 0.0, unjudged="client-bound: 9 stalls")]
     out = decide(starved, names, {"target": 8, "keep": 0.25})
     assert sorted(set(names) - set(out)) == ["v0", "v1", "v7"] and out["v6"].startswith("screened out: 7 of 7")
+    # a missed SLO with a limited figure unmeasured ties with no measured screen
+    missed = [Screened(n, False, 1.2 + 0.01 * i, 1000.0) for i, n in enumerate(names[:-1])]
+    blank = decide([*missed, Screened("v7", False, float("inf"), 1000.0)], names, {"target": 8, "keep": 0.25})
+    assert "v7" in blank
     unmeasured = decide([*screens[:-1], Screened("v7", False, float("inf"), 0.0)], names, {"target": 8, "keep": 0.25})
     assert "SLO missed, a limited figure unmeasured" in unmeasured["v7"]
 
@@ -195,6 +199,15 @@ def test_a_rehearsed_screen_runs_its_share_of_the_rehearsal_window_as_on_the_clu
         assert render(screen, local, 8)["benchmark"]["duration_s"] == 60 * share
         assert render(full, local, 8, rehearsal=local)["benchmark"]["duration_s"] == cap
         assert render(screen, local, 8, rehearsal=local)["benchmark"]["duration_s"] == screen_s
+    # counted in requests: a rehearsed screen sends its share, never fewer than its concurrency
+    scen = {k: v for k, v in BASE["scenario"].items() if k != "duration_s"} | {"requests": 100}
+    sweep = {"axes": {"seqs": {"field": "engine.args[--max-num-seqs]", "values": [2, 4]}},
+             "strategy": "halving", "halving": {"target": 8, "screen_share": 0.2}}  # fmt: skip
+    recipes, problems = load(tmp_path, sweep, scenario=scen)
+    assert problems == []
+    full, screen = (next(r for r in recipes if r.screen == s) for s in (False, True))
+    assert render(full, local, 8, rehearsal=local)["benchmark"]["request_count"] == 32  # 4 per user
+    assert render(screen, local, 8, rehearsal=local)["benchmark"]["request_count"] == 8
 
 
 def test_selecting_a_sweep_by_name_selects_its_variants(tmp_path):

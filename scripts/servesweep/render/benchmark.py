@@ -29,11 +29,11 @@ def settings(doc: dict, conc: int, cluster: Cluster, rehearsal: Cluster | None, 
         conc = min(conc, rehearsal.rehearsal_max_concurrency)
         cap = rehearsal.rehearsal_max_duration_s
         grace = min(grace, cap)
-        window = cap if share >= 1 else max(cap * share, min(cap, MIN_SCREEN_S))  # as written, int or float
+        window = cap if share >= 1 else max(round(cap * share, 3), min(cap, MIN_SCREEN_S))  # cap: as written
         if duration:
             duration, requests = min(duration, window), None
         else:
-            requests = min(requests, max(1, math.ceil(conc * 4 * share)))
+            requests = min(requests, max(conc, math.ceil(conc * 4 * share)))  # a screen still reaches its load
     (kind, ds), *_ = dataset.items()
     if "path" in ds and doc.get("image") and cluster.container_runtime and rehearsal is None:
         # the recipe names the path its engines see (placeholders are container-side); aiperf runs on the host

@@ -60,7 +60,10 @@ SCREEN_NOISE = 0.10  # a screen is short: SLO shares or throughputs within 10 % 
 def _tied(a: Screened, b: Screened) -> bool:
     if a.met != b.met:
         return False
-    close = abs(a.worst - b.worst) <= SCREEN_NOISE * max(a.worst, b.worst)
+    if math.inf in (a.worst, b.worst):  # an unmeasured limited figure ties only with another
+        close = a.worst == b.worst
+    else:
+        close = abs(a.worst - b.worst) <= SCREEN_NOISE * max(a.worst, b.worst)
     return close and abs(a.tps - b.tps) <= SCREEN_NOISE * max(a.tps, b.tps)
 
 
