@@ -23,6 +23,8 @@ from pathlib import Path
 
 import yaml
 
+from servesweep.contract.paths import plan_file, point_files
+
 from common import copy_workflow, header, snakemake
 
 
@@ -71,11 +73,20 @@ def _write(wf: Path, space: Space, strategy: str, a: argparse.Namespace) -> None
         c.write_text(yaml.safe_dump(cluster, sort_keys=False))
 
 
+def trials(wf: Path, space: Space) -> list[tuple[str, int, dict]]:
+    """(variant or screen, concurrency, result) of every point of the sweep on disk."""
+    found = point_files(wf / space.results, every_recipe=True)
+    return [
+        (p.parent.name, conc, json.loads(p.read_text()))
+        for conc, p in found
+        if p.parent.name.startswith(f"{space.recipe}.")
+    ]
+
+
 def gpu_hours(wf: Path, space: Space) -> tuple[float, int]:
     """(GPU-hours of every result of the sweep, its number of points)."""
     total, n = 0.0, 0
-    for p in wf.glob(f"{space.results}/{space.recipe}.*/c*.json"):
-        doc = json.loads(p.read_text())
+    for _name, _conc, doc in trials(wf, space):
         stack = doc["identity"]["stack"]
         start = stack["startup_s"] if stack["position"] == 1 else 0.0
         total += doc["identity"]["topology"]["gpus"] * (doc["timings_s"]["bench"] + start) / 3600
@@ -87,10 +98,9 @@ def cluster_hours(wf: Path, space: Space, rounds: int) -> float:
     """GPU-hours the cluster would bill for the trials the rehearsal ran: every trial's point time,
     and one startup (its bound) per server identity per round (round two is a run of its own)."""
     total, started = 0.0, set()
-    for p in wf.glob(f"{space.results}/{space.recipe}.*/c*.json"):
-        name, conc = p.parent.name, int(p.stem[1:])
-        plan = json.loads((wf / ".plans" / name / f"c{conc}.json").read_text())
-        res, gpus = plan["resources"], json.loads(p.read_text())["identity"]["topology"]["gpus"]
+    for name, conc, doc in trials(wf, space):
+        plan = json.loads((wf / plan_file(name, conc)).read_text())
+        res, gpus = plan["resources"], doc["identity"]["topology"]["gpus"]
         stack = (plan["fingerprints"]["server"], name.endswith(".screen") or rounds == 1)
         total += gpus * (res["point_s"] + (res["startup_s"] if stack not in started else 0)) / 3600
         started.add(stack)
