@@ -104,6 +104,48 @@ def test_a_step_cut_by_the_jobs_end_counts_only_after_its_own_valid_result(tmp_p
     assert not _written(plan, result, since, "result.schema.yaml")
 
 
+def test_a_step_killed_after_writing_its_result_succeeds_though_squeue_says_running(tmp_path, monkeypatch):
+    """The keeper ends the job once the last point reported; slurmd kills that point's step before the
+    controller marks the job ending (found on the rig: squeue still said RUNNING, and a measured point
+    failed its rule). A valid result the step wrote is a success whatever the job's state."""
+    import json
+    import types
+
+    from servesweep.contract.plan import Plan
+    from servesweep.run.stacks import held_step
+    from servesweep.tools.samples import result_doc
+
+    from helpers import plan_of
+
+    plan = Plan.from_json(plan_of("local-agg-2x-mocker"))
+    result, said = tmp_path / "c2.json", []
+    doc = result_doc("local-agg-2x-mocker", 2, 0.2, 1000.0)
+    doc["identity"]["plan_fingerprint"] = plan.fingerprints["plan"]
+
+    class KilledAfterWriting:
+        def __init__(self, argv, **_):
+            result.write_text(json.dumps(doc))
+
+        def wait(self):
+            return 137
+
+    held = types.SimpleNamespace(
+        plan=plan, result_path=result, say=said.append, wait_running=lambda cur: Job("7", "RUNNING", "n1", 60.0),
+        wait_incarnation=lambda cur: 0, wait_canary=lambda cur: None,
+    )  # fmt: skip
+    monkeypatch.setattr(held_step.subprocess, "Popen", KilledAfterWriting)
+    monkeypatch.setattr(held_step, "settled", lambda job: Job(job, "RUNNING", "n1", 60.0))
+    monkeypatch.setattr(held_step, "restarts", lambda job: 0)
+    step = held_step.Step(held, ["run-point"], "c2", record=True)
+    assert step.run(CUR, "result.schema.yaml") == (0, None)
+    assert any("its file written" in line for line in said)
+    result.unlink()
+    assert step.run(CUR, "result.schema.yaml")[0] == 0  # written again by this attempt
+    monkeypatch.setattr(held_step.subprocess, "Popen", lambda argv, **_: types.SimpleNamespace(wait=lambda: 137))
+    result.unlink()
+    assert step.run(CUR, "result.schema.yaml") == (137, None)  # killed before writing: the point failed
+
+
 def test_a_job_the_controller_forgot_is_gone_not_an_error(monkeypatch):
     """squeue refuses a job id slurmctld purged (MinJobAge after its end): the held stack recorded
     with it is over, and the next point starts a new one (found on the rig: a follow-up run)."""

@@ -129,12 +129,12 @@ class Step:
         rc = self.proc.wait()
         if rc == 0:
             return 0, None
+        if _written(plan, held.result_path, started, schema):  # the controller may still say RUNNING
+            held.say(f"stack: Slurm job {cur.job} ended as this step exited (status {rc}), its file written")
+            return 0, None
         after = settled(cur.job)
         if after is None:
             return rc, None
-        if not after.live and _written(plan, held.result_path, started, schema):
-            held.say(f"stack: Slurm job {cur.job} ended ({after.state}) as this step exited, its file written")
-            return 0, None
         end = infrastructure_end(after, before, restarts(cur.job) if after.live else None)
         if after.live:
             why = f"the held stack's Slurm job {cur.job} was requeued while this {self.name} ran"
