@@ -1,6 +1,7 @@
-"""Grid against successive halving, both run for real in two workflow copies (halving in its two
-rounds); prints each one's GPU-hours (from the results: GPUs x (benchmark + the startup of the stack
-the point started)), its verdict line, and halving's share of the grid's GPU-hours.
+"""Grid against successive halving, both run for real in two workflow copies (each one snakemake
+run: halving's kept variants run on the stacks their screens started); prints each one's GPU-hours
+(from the results: GPUs x (benchmark + the startup of the stack the point started)), its verdict
+line, and halving's share of the grid's GPU-hours.
 
 ``--space local``: a space with a known answer, the mocker's sequence slots per replica x its
 speed-up ratio at c8 (the fastest engine with enough slots for every user holds the SLO with the
@@ -94,17 +95,21 @@ def gpu_hours(wf: Path, space: Space) -> tuple[float, int]:
     return total, n
 
 
-def cluster_hours(wf: Path, space: Space, rounds: int) -> float:
+def cluster_hours(wf: Path, space: Space) -> float:
     """GPU-hours the cluster would bill for the trials the rehearsal ran: every trial's point time,
-    and one startup (its bound) per server identity per round (round two is a run of its own)."""
+    and one startup (its bound) per server identity (a kept variant runs on its screen's stack)."""
     total, started = 0.0, set()
     for name, conc, doc in trials(wf, space):
         plan = json.loads((wf / plan_file(name, conc)).read_text())
-        res, gpus = plan["resources"], doc["identity"]["topology"]["gpus"]
-        stack = (plan["fingerprints"]["server"], name.endswith(".screen") or rounds == 1)
-        total += gpus * (res["point_s"] + (res["startup_s"] if stack not in started else 0)) / 3600
-        started.add(stack)
+        res, gpus, server = plan["resources"], doc["identity"]["topology"]["gpus"], plan["fingerprints"]["server"]
+        total += gpus * (res["point_s"] + (res["startup_s"] if server not in started else 0)) / 3600
+        started.add(server)
     return total
+
+
+def stacks_started(wf: Path, space: Space) -> int:
+    """Stacks the sweep's points ran on (one per server configuration when each started once)."""
+    return len({doc["identity"]["stack"]["id"] for _name, _conc, doc in trials(wf, space)})
 
 
 def verdict(wf: Path, space: Space) -> str:
@@ -113,12 +118,11 @@ def verdict(wf: Path, space: Space) -> str:
     return m.group(1) if m else "(no verdict)"
 
 
-def run(wf: Path, space: Space, rounds: int) -> float:
+def run(wf: Path, space: Space) -> float:
     t = time.monotonic()
-    for _ in range(rounds):
-        r = snakemake(wf, space.summary, *space.config, timeout=3600)
-        if r.returncode:
-            raise SystemExit(r.stderr[-3000:])
+    r = snakemake(wf, space.summary, *space.config, timeout=3600)
+    if r.returncode:
+        raise SystemExit(r.stderr[-3000:])
     return time.monotonic() - t
 
 
@@ -138,14 +142,15 @@ def main() -> None:
            f"python bench/tuning_strategies.py --space {a.space} {given}")  # fmt: skip
     tmp = Path(tempfile.mkdtemp())
     out, billed = {}, {}
-    for strategy, rounds in (("grid", 1), ("halving", 2)):
+    for strategy in ("grid", "halving"):
         wf = copy_workflow(tmp / strategy, [space.recipe])
         _write(wf, space, strategy, a)
-        wall = run(wf, space, rounds)
+        wall = run(wf, space)
         hours, points = gpu_hours(wf, space)
         out[strategy] = hours
-        billed[strategy] = cluster_hours(wf, space, rounds) if space.config else 0.0
-        print(f"{strategy:8s} {points:2d} points, {hours:.4f} GPU-h, wall {wall:.0f} s: {verdict(wf, space)}")
+        billed[strategy] = cluster_hours(wf, space) if space.config else 0.0
+        print(f"{strategy:8s} {points:2d} points on {stacks_started(wf, space)} stacks, {hours:.4f} GPU-h, "
+              f"wall {wall:.0f} s: {verdict(wf, space)}")  # fmt: skip
     print(f"halving / grid GPU-hours: {out['halving'] / out['grid']:.0%} (bound 50 %)")
     if space.config:
         print(f"as the cluster bills these trials: grid {billed['grid']:.1f} GPU-h, halving {billed['halving']:.1f} "

@@ -10,6 +10,7 @@ rule summary:
         selection=paths.selection_file(CLUSTER),
         missing=paths.missing_file(CLUSTER, rehearsal=False),
         results=KIT.selected_results,
+        swept=KIT.halving_results(checkpoints, RUN_FILES),  # after a halving sweep's screens
         capacity=KIT.selected_capacities,
         evals=KIT.selected_evals,
     output:
@@ -34,7 +35,7 @@ rule summary:
     shell:
         "servesweep summary --selection {input.selection:q} --out {output.md:q}"
         " --baseline={params.baseline:q} --capacity {input.capacity:q} --evals {input.evals:q}"
-        " -- {input.results:q} 2> {log:q}"
+        " -- {input.results:q} {input.swept:q} 2> {log:q}"
 
 
 rule rehearsal_summary:
@@ -42,6 +43,7 @@ rule rehearsal_summary:
         selection=paths.selection_file(CLUSTER),
         missing=paths.missing_file(CLUSTER, rehearsal=True),
         results=KIT.rehearsal_results(),
+        swept=KIT.halving_results(checkpoints, RUN_FILES),
     output:
         md=str(paths.REHEARSAL_SUMMARY_MD),
         csv=str(paths.REHEARSAL_SUMMARY_CSV),
@@ -51,4 +53,4 @@ rule rehearsal_summary:
         SW_ENV
     shell:
         "servesweep summary --selection {input.selection:q} --out {output.md:q}"
-        " {input.results:q} 2> {log:q}"
+        " {input.results:q} {input.swept:q} 2> {log:q}"

@@ -56,7 +56,8 @@ localrules:
     rehearse_point,
 
 
-rule rehearse_point:
+# A checkpoint for a halving sweep's rehearsed screens (KIT.halving_results).
+checkpoint rehearse_point:
     input:
         plan=KIT.rehearsal_plan,
     output:

@@ -101,10 +101,26 @@ def test_a_capacity_job_takes_only_its_own_search_off_the_stack(tmp_path):
     end_search(f, "a")  # again (a rerun capacity job): nothing changes
     assert json.loads(f.read_text())["searching"] == ["b"]
     end_search(f, "b")
-    assert read_curve(f) == (4, False, 0, 600, True)
+    assert read_curve(f) == (4, False, 0, 600, True, False)
     f.write_text("{")
     end_search(f, "b")  # an unreadable curve file is left to the keeper's idle timeout
     assert f.read_text() == "{"
+
+
+def test_a_halving_decision_takes_its_screen_off_and_adds_the_kept_variants_points(tmp_path):
+    """A screen's stack waits while its sweep is undecided; the decision takes the screen off and adds
+    the points a kept variant runs in full on the same stack (none for one screened out)."""
+    from servesweep.contract.plan import curve_doc, halving_decided, read_curve
+
+    kept, out = tmp_path / "kept.json", tmp_path / "out.json"
+    for f in (kept, out):
+        f.write_text(json.dumps(curve_doc(1, ["cap"], 0, 600, deciding=("v.screen",))))
+        assert read_curve(f).deciding is True
+    halving_decided(kept, "v.screen", 3)
+    halving_decided(kept, "v.screen", 3)  # decided once: a second decision changes nothing
+    assert read_curve(kept) == (4, True, 0, 600, True, False)
+    halving_decided(out, "v.screen", 0)
+    assert read_curve(out) == (1, True, 0, 600, True, False) and json.loads(out.read_text())["searching"] == ["cap"]
 
 
 def test_a_curve_file_is_checked_before_the_keeper_trusts_it(tmp_path):
@@ -112,7 +128,7 @@ def test_a_curve_file_is_checked_before_the_keeper_trusts_it(tmp_path):
 
     f = tmp_path / "curve.json"
     f.write_text(json.dumps(curve_doc(3, ["a"], 30, 600)))
-    assert read_curve(f) == (3, True, 30, 600, True)
+    assert read_curve(f) == (3, True, 30, 600, True, False)
     f.write_text(json.dumps(curve_doc(3, [], 30, 600, canary=False)))
     assert read_curve(f).canary is False and read_curve(f).searching is False
     garbage = ['{"expected": "3"}', "[3]", '{"expected": 3, "searching": [], "x": 1}', "{", ""]
@@ -122,13 +138,14 @@ def test_a_curve_file_is_checked_before_the_keeper_trusts_it(tmp_path):
         '{"expected": 3, "searching": [], "linger_s": -1}',
         '{"expected": 3, "searching": [], "linger_s": 1e9}',
         '{"expected": 3, "searching": [], "canary": "no"}',
+        '{"expected": 3, "searching": [], "deciding": ["s", "s"]}',
     ]
     for text in garbage:
         f.write_text(text)
-        assert read_curve(f) == (1, False, 0, 0, True), (
+        assert read_curve(f) == (1, False, 0, 0, True, False), (
             text
         )  # one point, no search, no linger: the idle timeout covers it
-    assert read_curve(tmp_path / "missing.json") == (1, False, 0, 0, True)
+    assert read_curve(tmp_path / "missing.json") == (1, False, 0, 0, True, False)
 
 
 def test_an_unsupported_snakemake_is_named_with_what_to_do():

@@ -17,7 +17,9 @@ from pathlib import Path
 
 import psutil
 import pytest
+import yaml
 
+from servesweep.contract import paths
 from servesweep.run.result import validate_result
 from servesweep.tools import dcgm_standin
 
@@ -367,6 +369,40 @@ def test_two_server_identities_are_two_jobs_each_on_one_stack(swf):
     for t in (shared[0], own[0]):  # one engine start each
         keeper = stack_logs(swf, t) / "keeper-driver.log"
         assert len(re.findall(r"\] starting \d+ processes", keeper.read_text())) == 1
+
+
+def test_a_halving_sweep_runs_its_kept_variant_on_the_held_stack_its_screen_started(swf):
+    """Two variants screened at c4 as held stacks; in the same run the better one's full curve runs as
+    steps of its screen's job (one engine start each, two sbatch calls in all); the other's job ends
+    once the decision is in, and no job is left."""
+    doc = yaml.safe_load((HERE / "recipes" / "slurm-agg-2x.yaml").read_text())
+    doc |= {"name": "slurm-halving", "concurrency": [2, 4], "slo": {"ttft_p95_s": 2.0}}
+    doc["engine"]["args"] += ["--max-num-seqs", 8]
+    doc["sweep"] = {
+        "axes": {"seqs": {"field": "engine.args[--max-num-seqs]", "values": [1, 8]}},
+        "strategy": "halving",
+        "halving": {"target": 4, "keep": 0.5, "screen_share": 0.5},
+    }
+    (swf / "recipes" / "slurm-halving.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    since = time.time()
+    try:
+        r = sm(swf, "results/summary.md", "--config", "cluster=slurm-test", "recipes=slurm-halving")
+        out = r.stdout + r.stderr
+        assert r.returncode == 0, out[-4000:]
+        assert out.count("stack: submitted held stack") == 2, out[-4000:]
+        full = {n: sorted(paths.point_files(swf / "results" / f"slurm-halving.seqs-{n}")) for n in (1, 8)}
+        kept = [n for n, found in full.items() if found]
+        assert len(kept) == 1 and [c for c, _ in full[kept[0]]] == [2, 4], full
+        screen = f"results/slurm-halving.seqs-{kept[0]}.screen/c4.json"
+        ids = [json.loads((swf / screen).read_text())["identity"]]
+        ids += [json.loads(p.read_text())["identity"] for _, p in full[kept[0]]]
+        assert len({(i["job_id"], i["stack"]["id"]) for i in ids}) == 1, ids
+        keeper = stack_logs(swf, screen) / "keeper-driver.log"
+        assert len(re.findall(r"\] starting \d+ processes", keeper.read_text())) == 1
+        wait_until(lambda: not _our_jobs(swf), 120, "the sweep's held jobs to end")
+    finally:
+        (swf / "recipes" / "slurm-halving.yaml").unlink()
+    assert_no_strays(since, swf, timeout=30)
 
 
 def test_scancel_mid_curve_keeps_finished_points(swf):

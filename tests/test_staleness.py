@@ -199,7 +199,7 @@ def test_rehearsal_is_asked_for_explicitly(tmp_path):
     assert not (wf / ".plans/rehearsal").exists()
     r = snakemake(wf, "-n", target, "--config", "rehearsal=1")
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "rule rehearse_point" in r.stdout
+    assert "checkpoint rehearse_point:" in r.stdout  # a checkpoint: a halving sweep's screens decide mid-run
     # the rule name as target counts as a rehearsal too (it used to be guessed from the command line)
     r = snakemake(wf, "-n", "rehearsal_summary", "--config", "rehearsal=1")
     assert r.returncode == 0, r.stderr[-2000:]

@@ -10,6 +10,7 @@ import time
 import pytest
 import yaml
 
+from servesweep.contract import paths
 from servesweep.render.loading import load_recipes
 from servesweep.report.tuning import Standing, ranking, verdict_line
 from servesweep.tools.samples import result_doc
@@ -276,18 +277,12 @@ def test_a_sweep_over_its_budget_is_refused_before_anything_runs(tmp_path):
     assert ok.returncode == 0 and "sweep local-tune-mocker: 3 variant(s)" in ok.stderr
 
 
-@pytest.mark.integration
-def test_a_real_sweep_starts_one_stack_per_server_configuration_and_ranks_its_variants(tmp_path):
-    """4 variants, 2 server configurations (an axis over the client's warm-up shares a stack): 2 engine
-    starts; the summary ranks the variants and draws them."""
+def _run_sweep(tmp_path, concurrency: list[int], duration_s: float, sweep: dict):
+    """local-tune-mocker with this sweep, run for real to its summary: (the workflow, snakemake's run)."""
     wf = copy_workflow(tmp_path / "wf", ["local-tune-mocker"])
     f = wf / "recipes" / "local-tune-mocker.yaml"
     doc = yaml.safe_load(f.read_text())
-    doc["concurrency"], doc["scenario"]["duration_s"] = [4], 4
-    doc["sweep"]["axes"] = {
-        "seqs": {"field": "engine.args[--max-num-seqs]", "values": [1, 8]},
-        "warm": {"field": "scenario.warmup.requests", "values": [2, 4]},
-    }
+    doc["concurrency"], doc["scenario"]["duration_s"], doc["sweep"] = concurrency, duration_s, sweep
     f.write_text(yaml.safe_dump(doc, sort_keys=False))
     since = time.time()
     try:
@@ -296,6 +291,18 @@ def test_a_real_sweep_starts_one_stack_per_server_configuration_and_ranks_its_va
         assert_no_strays(since, wf)
     finally:
         kill_strays(since, wf)
+    return wf, r
+
+
+@pytest.mark.integration
+def test_a_real_sweep_starts_one_stack_per_server_configuration_and_ranks_its_variants(tmp_path):
+    """4 variants, 2 server configurations (an axis over the client's warm-up shares a stack): 2 engine
+    starts; the summary ranks the variants and draws them."""
+    axes = {
+        "seqs": {"field": "engine.args[--max-num-seqs]", "values": [1, 8]},
+        "warm": {"field": "scenario.warmup.requests", "values": [2, 4]},
+    }
+    wf, r = _run_sweep(tmp_path, [4], 4, {"axes": axes})
     stacks = {}
     for seqs in (1, 8):
         for warm in (2, 4):
@@ -310,6 +317,31 @@ def test_a_real_sweep_starts_one_stack_per_server_configuration_and_ranks_its_va
     assert [c.strip() for c in header.split("|")[3:5]] == ["seqs", "warm"]  # the axis values as columns
     plot = wf / "results/plots/tuning-local-tune-mocker.png"
     assert plot.stat().st_size > 0 if "![tuning of" in part else "no trusted point to draw" in part
+
+
+@pytest.mark.integration
+def test_a_halving_sweep_runs_in_one_run_and_its_kept_variants_on_their_screens_stacks(tmp_path):
+    """2 variants screened at c8, the better half kept: one snakemake run measures the screens, decides,
+    and runs the kept variant's full curve on the stack its screen started (2 engine starts in all); the
+    summary says why the other was not measured; the next dry run has nothing to do."""
+    sweep = {
+        "axes": {"seqs": {"field": "engine.args[--max-num-seqs]", "values": [1, 8]}},
+        "strategy": "halving",
+        "halving": {"target": 8, "keep": 0.5, "screen_share": 0.5},
+    }
+    wf, r = _run_sweep(tmp_path, [4, 8], 6, sweep)
+    out = r.stdout + r.stderr
+    assert out.count("stack: starting stack") == 2, out[-4000:]
+    full = {n: sorted(paths.point_files(wf / "results" / f"local-tune-mocker.seqs-{n}")) for n in (1, 8)}
+    kept = [n for n, found in full.items() if found]
+    assert len(kept) == 1 and [c for c, _ in full[kept[0]]] == [4, 8], full
+    screen = json.loads((wf / f"results/local-tune-mocker.seqs-{kept[0]}.screen/c8.json").read_text())
+    ids = {json.loads(p.read_text())["identity"]["stack"]["id"] for _, p in full[kept[0]]}
+    assert ids == {screen["identity"]["stack"]["id"]}, (ids, screen["identity"]["stack"])
+    part = (wf / "results/summary.md").read_text().split("## Tuning `local-tune-mocker`", 1)[1]
+    assert part.count("screened out: ") == 1 and "waits for the halving screens" not in part
+    again = snakemake(wf, "-n", "results/summary.md")
+    assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr, again.stdout[-3000:]
 
 
 def test_the_seed_tuning_sweep_dry_runs_on_slurm_as_12_held_stacks_with_its_bill(tmp_path):

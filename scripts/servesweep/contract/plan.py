@@ -59,19 +59,23 @@ class CurveHint(NamedTuple):
     linger_s: float  # how long the stack stays up after its last point (a follow-up run attaches)
     points_s: float  # the expected points' time and the searches' worst case beyond them (a held job's size)
     canary: bool = True  # a stack that died in this run ends its server configuration's other points
+    deciding: bool = False  # a halving screen on the stack waits for its sweep's decision (no idle limit)
 
 
 def curve_doc(
-    expected: int, searching: list[str], linger_s: float = 0, points_s: float = 0, canary: bool = True
-) -> dict:
+    expected: int, searching: list[str], linger_s: float = 0, points_s: float = 0, canary: bool = True,
+    deciding: tuple[str, ...] = (),
+) -> dict:  # fmt: skip
     """``searching``: the recipes on the stack whose capacity search may still ask for more probes
-    (each search's capacity job takes its recipe off: :func:`end_search`)."""
+    (each search's capacity job takes its recipe off: :func:`end_search`); ``deciding``: its halving
+    screens whose sweep is not decided yet (the decision takes each off: :func:`halving_decided`)."""
     return {
         "expected": expected,
         "searching": sorted(searching),
         "linger_s": linger_s,
         "points_s": points_s,
         "canary": canary,
+        "deciding": sorted(deciding),
     }
 
 
@@ -83,21 +87,46 @@ def read_curve(path: Path) -> CurveHint:
         return CurveHint(1, False, 0.0, 0.0)
     return CurveHint(
         max(doc["expected"], 1), bool(doc["searching"]), float(doc.get("linger_s", 0)),
-        float(doc.get("points_s", 0)), bool(doc.get("canary", True)),
+        float(doc.get("points_s", 0)), bool(doc.get("canary", True)), bool(doc.get("deciding")),
     )  # fmt: skip
 
 
 def end_search(path: Path, recipe: str) -> None:
     """The recipe's capacity search asks for no more probes (its capacity job runs): off the stack's
-    curve file, so the keeper ends the stack once its points are served. Under a lock on the curves'
-    folder: the capacity jobs of two recipes on one stack may run at once."""
+    curve file, so the keeper ends the stack once its points are served."""
+    _update_curve(path, lambda doc: _without(doc, "searching", recipe))
+
+
+def halving_decided(path: Path, screen: str, more: int) -> None:
+    """The screen's sweep is decided: off the stack's ``deciding``, with ``more`` points to expect (its
+    variant's full points when kept, else none: the keeper ends the stack once the rest are served)."""
+
+    def decided(doc: dict) -> bool:
+        if screen not in doc.get("deciding", ()):
+            return False
+        doc["expected"] += more
+        return _without(doc, "deciding", screen)
+
+    _update_curve(path, decided)
+
+
+def _without(doc: dict, key: str, recipe: str) -> bool:
+    if recipe not in doc.get(key, ()):
+        return False
+    doc[key] = [r for r in doc[key] if r != recipe]
+    return True
+
+
+def _update_curve(path: Path, change) -> None:
+    """Read, ``change`` (True: changed) and write the curve file under a lock on the curves' folder:
+    a capacity job and the main process's halving decision may update one stack's file at once. An
+    unreadable file is left to the keeper's idle timeout."""
     path = Path(path)
     fd = os.open(path.parent, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         doc, _why = checked_json(path, "curve.schema.yaml")
-        if doc and recipe in doc["searching"]:
-            doc["searching"] = [r for r in doc["searching"] if r != recipe]
+        if doc and change(doc):
             write_if_changed(path, canonical(doc))
     finally:
         os.close(fd)

@@ -21,6 +21,7 @@ from pathlib import Path
 from ..contract.figures import gpu_hours
 from ..contract.paths import result_file
 from ..fileio.errors import InputError, Problem
+from .halving import keep_count
 from .selection import CHECK_S
 
 
@@ -191,12 +192,18 @@ def sweep_lines(sel, bills: list[StackBill], budget: float | None) -> list[str]:
     for recipe, info in sorted(sweeps.items()):
         names = {r.name for r in sel.selected if r.sweep_of == recipe}
         screens = sum(r.screen for r in sel.selected if r.sweep_of == recipe)
-        deferred = sel.not_run.get(recipe, {})
-        if deferred:
-            out.append(f"sweep {recipe}: halving: {len(deferred)} variant(s) not measured in full this run, e.g. "
+        deferred, waiting = sel.not_run.get(recipe, {}), sel.pending.get(recipe, [])
+        if waiting:
+            full = sum(len(sel.run.curve_points(r.name)) for r in waiting)
+            keep = keep_count(len(waiting), info["halving"])
+            out.append(f"sweep {recipe}: halving: {screens} screen(s) first; then, in this run, the best {keep} of "
+                       f"{len(waiting)} variant(s) (and any tied with them) in full on their screens' stacks: up to "
+                       f"{full} point(s), counted in the bound")  # fmt: skip
+        elif deferred:
+            out.append(f"sweep {recipe}: halving: {len(deferred)} variant(s) not measured in full, e.g. "
                        f"{next(iter(deferred))}: {next(iter(deferred.values()))}")  # fmt: skip
         mine = [b for b in bills if set(b.recipes) & names]
-        points = sum(len(sel.run.curve_points(n)) for n in names)
+        points = sum(len(sel.run.curve_points(n)) for n in names | {r.name for r in waiting})  # at most
         expected, bound = sum(b.gpu_h for b in mine), sum(b.gpu_h_bound for b in mine)
         limit = budget if budget is not None else info.get("budget_gpu_h")
         out.append(

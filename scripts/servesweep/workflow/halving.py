@@ -1,9 +1,11 @@
 """Successive halving for a sweep too big to run in full (render/sweep, strategy: halving).
 
 Round one measures every variant's *screen* (the variant at the target load, for a share of the
-benchmark); round two measures in full only the best share of them. The round is decided when the
-workflow loads, from the screens' results on disk, so every trial is an ordinary file target: a
-resumed search reruns nothing it has, and the dry run names what the next run will measure."""
+benchmark); round two measures in full only the best share of them, in the same run and on the
+stacks the screens started (each screen's stack waits, ``deciding``, until the last screen is in:
+rulekit's ``halving_results`` asks for the screens as checkpoints). Where every screen already has a
+current result, the round is decided when the workflow loads. Every trial is an ordinary file
+target: a resumed search reruns nothing it has."""
 
 from __future__ import annotations
 
@@ -31,10 +33,11 @@ class Screened:
         return (self.met, -self.worst, self.tps)
 
 
-def screened(root: Path, screen, target: int, rehearsal: bool = False) -> Screened | None:
-    """A screen's standing from its result (None: no usable result yet); a rehearsal's from its own."""
+def screened(root: Path, screen, target: int, rehearsal: bool = False, plan: str | None = None) -> Screened | None:
+    """A screen's standing from its result (None: no usable result yet, or one of another ``plan``
+    than the screen's current one); a rehearsal's from its own."""
     doc, _why = checked_json(root / result_file(screen.name, target, rehearsal), RESULT_SCHEMA_FILE)
-    if doc is None:
+    if doc is None or (plan is not None and doc["identity"]["plan_fingerprint"] != plan):
         return None
     variant = screen.name.rsplit(".", 1)[0]
     marked = [m["reason"] for m in marks_of(doc) if m["mark"] in STOPPING_SEARCH]
@@ -75,12 +78,19 @@ def keep_count(n: int, halving: dict) -> int:
     return max(1, math.ceil(n * halving.get("keep", HALVING_DEFAULTS["keep"])))
 
 
+WAITS = "waits for the halving screens"
+
+
+def undecided(not_run: dict[str, str]) -> bool:
+    """Whether a sweep's round waits for screens (its variants run once they are in)."""
+    return bool(not_run) and all(why.startswith(WAITS) for why in not_run.values())
+
+
 def decide(screens: list[Screened | None], names: list[str], halving: dict) -> dict[str, str]:
-    """Variant -> why it is not measured in full this run (kept variants are not named)."""
+    """Variant -> why it is not measured in full (kept variants are not named)."""
     missing = [n for n, s in zip(names, screens, strict=True) if s is None]
     if missing:
-        why = f"waits for the halving screens ({len(names) - len(missing)} of {len(names)} measured): run again"
-        return dict.fromkeys(names, why)
+        return dict.fromkeys(names, f"{WAITS} ({len(names) - len(missing)} of {len(names)} measured)")
     # a screen its marks leave unjudged is measured in full: a starved client decides nothing
     order = sorted((s for s in screens if not s.unjudged), key=lambda s: s.key(), reverse=True)
     keep = share = keep_count(len(screens), halving)
@@ -99,15 +109,24 @@ def decide(screens: list[Screened | None], names: list[str], halving: dict) -> d
     }
 
 
-def halving_round(root: Path, selected: list, rehearsal: bool = False) -> dict[str, dict[str, str]]:
-    """Per halving sweep among the selected recipes: its full variants not to run now, with why (a
-    rehearsal decides from its own screens: results/rehearsal/)."""
-    out: dict[str, dict[str, str]] = {}
-    for base in sorted({r.sweep_of for r in selected if r.sweep_of and r.sweep["strategy"] == "halving"}):
-        screens = [r for r in selected if r.sweep_of == base and r.screen]
-        if not screens:
-            continue
-        halving = screens[0].sweep["halving"]
-        names = [s.name.rsplit(".", 1)[0] for s in screens]
-        out[base] = decide([screened(root, s, halving["target"], rehearsal) for s in screens], names, halving)
-    return out
+def halving_round(root: Path, selected: list, rehearsal: bool = False, plan_of=None) -> dict[str, dict[str, str]]:
+    """Per halving sweep among the selected recipes: its full variants not to run, with why (a
+    rehearsal decides from its own screens: results/rehearsal/). ``plan_of``: (screen, conc) -> its
+    plan fingerprint (a screen's result of another plan is not in yet)."""
+    bases = sorted({r.sweep_of for r in selected if r.sweep_of and r.sweep["strategy"] == "halving"})
+    return {base: why for base in bases if (why := sweep_round(root, selected, base, rehearsal, plan_of)) is not None}
+
+
+def sweep_round(root: Path, selected: list, base: str, rehearsal: bool, plan_of=None) -> dict[str, str] | None:
+    """One halving sweep's round (None: none of its screens is selected)."""
+    screens = screens_of(selected, base)
+    if not screens:
+        return None
+    halving = screens[0].sweep["halving"]
+    target, names = halving["target"], [s.name.rsplit(".", 1)[0] for s in screens]
+    standings = [screened(root, s, target, rehearsal, plan_of(s.name, target) if plan_of else None) for s in screens]
+    return decide(standings, names, halving)
+
+
+def screens_of(selected: list, base: str) -> list:
+    return [r for r in selected if r.sweep_of == base and r.screen]

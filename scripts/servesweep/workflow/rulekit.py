@@ -2,8 +2,9 @@
 from the object that knows it (the selection, its point index, shared stacks and capacity searches),
 or, in a cluster job's nested snakemake, from the plan it was submitted with (:class:`JobKit`).
 Nothing here writes a file or changes a count: the plans, selection and caches are written before
-the DAG is built, the curve files once it is final (``workflow/writer``); a probe decided after a
-checkpoint gets its plan from a job of its own (rule probe_plan)."""
+the DAG is built, the curve files once it is final (``workflow/writer``), and again by the writer
+when a halving sweep is decided mid-run (``halving_results`` hands it the decision); a probe decided
+after a checkpoint gets its plan from a job of its own (rule probe_plan)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ import os
 import re
 from pathlib import Path
 
-from snakemake.exceptions import WorkflowError
-from snakemake.io import report
+from snakemake.exceptions import IncompleteCheckpointException, WorkflowError
+from snakemake.io import checkpoint_target, report
 
 from ..contract import paths
 from ..contract.plan import SLURM_RESOURCE_KEYS, batch_step_tasks, curve_file, slurm_resources
@@ -48,7 +49,9 @@ class RuleKit:
         self.searched: list[str] = self.searches.recipes  # the recipes with a capacity search
         self.submits_jobs = self.index.submits_jobs  # points run as cluster jobs and need resources
         # on a cluster: the recipes whose stack is a job of its own (known once the plans are written)
-        self.held = [r.name for r in selection.selected if self.stacks.held(r.name)]
+        waiting = [r for rs in selection.pending.values() for r in rs]  # variants after their halving screens
+        self.held = [r.name for r in [*selection.selected, *waiting] if self.stacks.held(r.name)]
+        self._kept: dict[str, list[str]] = {}  # a halving sweep decided in this run -> its kept variants' results
         self._damaged: dict[str, set] = {}  # recipe -> its damaged results' marker names
 
     def _settings(self, workflow, config: dict, cluster: str, rehearsal: bool) -> None:
@@ -133,6 +136,40 @@ class RuleKit:
             return found
 
         return probes
+
+    def halving_results(self, checkpoints, files):
+        """The full points of the variants a waiting halving sweep keeps (the summary's input): each
+        screen is asked for as a checkpoint, and once all are in, the sweep is decided here, in this
+        run: the screens' stacks stop waiting (``files``, the writer) and the kept variants' points run
+        on them."""
+
+        def results(wildcards=None):
+            out = []
+            for base in sorted(self.selection.pending):
+                if base not in self._kept:
+                    self._kept[base] = self._decide(checkpoints, base, files)
+                out += self._kept[base]
+            return out if self.rehearsal else self._present(out)
+
+        return results
+
+    def _decide(self, checkpoints, base: str, files) -> list[str]:
+        screens = self.selection.screens(base)
+        target = screens[0].sweep["halving"]["target"]
+        rules = {s.name: self._point_rule(checkpoints, s.name) for s in screens}
+        for s in screens:
+            rules[s.name].get(recipe=s.name, conc=target)  # raises until the screen has run
+        kept, waiting = self.selection.decide_pending(base)
+        if waiting:  # a screen's file is there but not of its current plan: it runs again first
+            path = paths.result_file(waiting[0], target, self.rehearsal)
+            raise IncompleteCheckpointException(rules[waiting[0]].rule, checkpoint_target(path))
+        files.halving_decided(base, kept)
+        return [paths.result_file(r.name, c, self.rehearsal) for r in kept for c in r.concurrency]
+
+    def _point_rule(self, checkpoints, recipe: str):
+        if self.rehearsal:
+            return checkpoints.rehearse_point
+        return checkpoints.held_point if recipe in self.held else checkpoints.point
 
     def point_inputs(self):
         """A point's plan (written before the DAG is built, or a probe's job's output) and, in a dry
@@ -285,6 +322,9 @@ class JobKit(RuleKit):
 
     def recipe_source(self, wildcards) -> str:
         raise RuntimeError(f"a cluster job renders no plan ({wildcards.recipe})")
+
+    def halving_results(self, checkpoints, files):
+        return lambda wildcards=None: []  # a cluster job runs one point, never the summary
 
     def capacity_curve(self, wildcards) -> str:
         raise RuntimeError(f"a cluster job does not decide capacity searches ({wildcards.recipe})")

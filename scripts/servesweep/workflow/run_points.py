@@ -37,16 +37,16 @@ class RunPoints:
         stale = set(self.stale_guess(recipe, points))
         return [c for c in points if c in stale]
 
-    def stale_guess(self, recipe: str, points: list[int]) -> list[int]:
+    def stale_guess(self, recipe: str, points: list[int], rehearsal: bool = False) -> list[int]:
         """Of ``points``, those whose result is missing or from another plan (what snakemake will
         run unless told otherwise), in ascending concurrency."""
         out = []
         for c in sorted(points):
-            facts = self.index.known(recipe, c)
+            facts = self.index.known(recipe, c, rehearsal)
             if facts is None:
                 continue
             try:
-                doc = json.loads((self.index.root / result_file(recipe, c)).read_bytes())
+                doc = json.loads((self.index.root / result_file(recipe, c, rehearsal)).read_bytes())
                 done = doc["identity"]["plan_fingerprint"]
             except (OSError, ValueError, KeyError, TypeError):
                 done = None

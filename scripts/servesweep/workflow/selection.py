@@ -21,7 +21,7 @@ from ..render.recipe import Recipe
 from . import why
 from .capacity_search import CapacitySearches
 from .engine_args import check_engine_args, pending
-from .halving import halving_round
+from .halving import halving_round, screened, screens_of, sweep_round, undecided
 from .index import PointIndex
 from .memo import RenderMemo
 from .run_points import RunPoints
@@ -108,19 +108,56 @@ class Selection:
         idle = idle_axes(self.selected, self.cluster)
         if idle:
             raise InputError(idle)
-        self.not_run = halving_round(self.root, self.selected, rehearsal)  # sweep -> variant -> why not this run
-        deferred = {name for why in self.not_run.values() for name in why}
-        self.selected = [r for r in self.selected if r.name not in deferred]
+        self.rehearsal = rehearsal
+        self._halving_round()
         self.points = [Point(r.name, c) for r in self.selected for c in r.concurrency]
         self.searches = CapacitySearches(self.index, self.selected)
         self.run = RunPoints(self.index, scope)
         self.stacks = SharedStacks(self.index, self.searches, self.run)
 
+    def _halving_round(self) -> None:
+        """The halving sweeps' rounds, from their screens' current results: a decided sweep's variants
+        left out are deselected; an undecided one's variants wait for its screens in this run."""
+        plan_of = lambda n, c: self.index.facts(n, c, self.rehearsal).plan  # noqa: E731
+        self.not_run = halving_round(self.root, self.selected, self.rehearsal, plan_of)  # sweep -> variant -> why
+        deferred = {name for why in self.not_run.values() for name in why}
+        self.pending = {  # halving_results asks for their screens, decides, and then runs them
+            base: [r for r in self.selected if r.name in why] for base, why in self.not_run.items() if undecided(why)
+        }
+        self._order = [r.name for r in self.selected]  # the selection file's order, also after a decision
+        self.kept_mid_run: set[str] = set()  # variants a halving decision in this run keeps
+        self.selected = [r for r in self.selected if r.name not in deferred]
+
     def points_of(self, rehearsal: bool) -> list[Point]:
-        """The points to render: the selected ones, or for rehearsal every point of every recipe."""
+        """The points to render: the selected ones and those of variants waiting for their halving
+        screens, or for rehearsal every point of every recipe."""
         if rehearsal:
             return [Point(r, c) for r in self.recipes for c in self.recipes[r].concurrency]
-        return self.points
+        return self.points + [Point(r.name, c) for rs in self.pending.values() for r in rs for c in r.concurrency]
+
+    def screens(self, base: str) -> list:
+        return screens_of(self.selected, base)
+
+    def decide_pending(self, base: str) -> tuple[list, list[str]]:
+        """A waiting halving sweep's (kept variants, screens without a current result): once every
+        screen is in, the variants it leaves out are ``not_run``, with why."""
+        plan_of = lambda n, c: self.index.facts(n, c, self.rehearsal).plan  # noqa: E731
+        screens = self.screens(base)
+        target = screens[0].sweep["halving"]["target"]
+        current = {s.name: screened(self.root, s, target, self.rehearsal, plan_of(s.name, target)) for s in screens}
+        waiting = [name for name, standing in current.items() if standing is None]
+        if waiting:
+            return [], waiting
+        self.not_run[base] = sweep_round(self.root, self.selected, base, self.rehearsal, plan_of) or {}
+        kept = [r for r in self.pending[base] if r.name not in self.not_run[base]]
+        self.kept_mid_run |= {r.name for r in kept}
+        return kept, []
+
+    def reported(self) -> list:
+        """The recipes the summary reports: the selected ones and the variants a halving decision in
+        this run kept, in the order a later run's load selects them (its selection file is the same)."""
+        names = {r.name for r in self.selected} | self.kept_mid_run
+        return [self.recipes[n] for n in self._order if n in names]
 
     def staleness(self) -> list:
         """Why each selected recipe's points would rerun (the dry run's cause lines)."""
@@ -177,25 +214,26 @@ class Selection:
                 self.preflight_problems.append(Problem(r.source, field, str(e)))
 
     def selection_doc(self) -> dict:
+        reported = self.reported()
         return {
             "cluster": self.cluster.name,
             "points": [
                 {
-                    "recipe": p.recipe,
-                    "concurrency": p.conc,
-                    "result": p.result,
-                    "scenario": self.recipes[p.recipe].doc["scenario"]["name"],
-                    "log_dir": str(run_dir(p.recipe, p.conc)),
+                    "recipe": r.name,
+                    "concurrency": c,
+                    "result": result_file(r.name, c),
+                    "scenario": r.doc["scenario"]["name"],
+                    "log_dir": str(run_dir(r.name, c)),
                 }
-                for p in self.points
+                for r in reported
+                for c in r.concurrency
             ],
             # reporting settings: an edit reruns the summary, never a point
-            "slo": {r.name: r.doc.get("slo") or {} for r in self.selected},
+            "slo": {r.name: r.doc.get("slo") or {} for r in reported},
             "sweeps": {
-                r.sweep_of: dict(r.sweep, not_run=self.not_run.get(r.sweep_of, {})) for r in self.selected if r.sweep_of
+                r.sweep_of: dict(r.sweep, not_run=self.not_run.get(r.sweep_of, {})) for r in reported if r.sweep_of
             },
             "eval_floors": {
-                r.name: {b: e["floor"] for b, e in (r.doc.get("evals") or {}).items() if "floor" in e}
-                for r in self.selected
+                r.name: {b: e["floor"] for b, e in (r.doc.get("evals") or {}).items() if "floor" in e} for r in reported
             },
         }

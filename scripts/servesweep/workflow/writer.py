@@ -19,6 +19,7 @@ from ..contract.paths import (
     CAPACITY_PLOT,
     PROBE_PLAN_GLOB,
     REHEARSAL_SUMMARY_MD,
+    SCREEN,
     SUMMARY_MD,
     bill_file,
     capacity_file,
@@ -32,7 +33,7 @@ from ..contract.paths import (
     selection_file,
     source_file,
 )
-from ..contract.plan import STACK_REUSE_ENV, curve_doc, curve_file
+from ..contract.plan import STACK_REUSE_ENV, curve_doc, curve_file, halving_decided
 from ..fileio.encode import canonical, digest
 from ..fileio.files import read_json_object, write_if_changed
 from ..render import profiling
@@ -51,6 +52,7 @@ class RunFiles:
         self._will_run: dict = {}  # (recipe, rehearsal) -> points snakemake will run
         self._checks: dict[str, set[str]] = {}  # recipe -> the checks snakemake will run on its stack (a turn each)
         self._searching: set[str] = set()  # recipes whose search, part of this run, may ask for more probes
+        self._deciding: set[str] = set()  # halving screens whose sweep waits for its screens in this run
         # curve files are written only once jobs are about to run (onstart), never in a dry run and
         # never per job while the DAG is built: until then the curves to write are only noted
         self._running = False
@@ -194,6 +196,9 @@ class RunFiles:
                 self._searching.add(recipe)
                 self._unwritten_curves.add((recipe, False))
                 self._drop_undecided(recipe)
+        for screen in (s.name for base in sel.pending for s in sel.screens(base)):
+            self._deciding.add(screen)
+            self._unwritten_curves.add((screen, sel.rehearsal))
         for recipe, conc, rehearsal in points:
             self.will_run(recipe, conc, rehearsal)
         for recipe, check in checks:
@@ -229,17 +234,48 @@ class RunFiles:
         mates = stacks.mates(recipe, rehearsal)
         points = [(m, c) for m in mates for c in sorted(self._will_run.get((m, rehearsal), ()))]
         searching = [] if rehearsal else [m for m in mates if m in self._searching]
+        deciding = [m for m in mates if m in self._deciding]
         server, linger = self.selection.index.server(recipe, rehearsal), stacks.linger_s(recipe, rehearsal)
         checks = sum(len(self._checks.get(m, ())) for m in mates)
-        held_s = stacks.points_s(recipe, points) + checks * CHECK_S if not rehearsal and stacks.held(recipe) else 0
-        doc = curve_doc(len(points) + checks, searching, linger, held_s, self.canary)
+        if not rehearsal and stacks.held(recipe):  # sized for a deciding screen's variant kept in full
+            run = self.selection.run
+            waiting = [(self._variant(m), c) for m in deciding for c in run.curve_points(self._variant(m))]
+            held_s = stacks.points_s(recipe, points + waiting) + checks * CHECK_S
+        else:
+            held_s = 0
+        doc = curve_doc(len(points) + checks, searching, linger, held_s, self.canary, deciding)
         write_if_changed(self.selection.root / curve_file(server, rehearsal), canonical(doc))
+
+    @staticmethod
+    def _variant(screen: str) -> str:
+        return screen.removesuffix(f".{SCREEN}")
+
+    def halving_decided(self, base: str, kept: list) -> None:
+        """A waiting halving sweep is decided (rulekit's ``halving_results``): each screen's stack stops
+        waiting and expects its variant's full points if kept, else ends once its points are served;
+        the selection file says which variants were left out, and why."""
+        sel, rehearsal = self.selection, self.selection.rehearsal
+        kept_names = {r.name for r in kept}
+        for screen in sel.screens(base):
+            variant = self._variant(screen.name)
+            full = sel.recipes[variant].concurrency if variant in kept_names else []
+            concs = sel.run.stale_guess(variant, full, rehearsal)
+            self._will_run.setdefault((variant, rehearsal), set()).update(concs)
+            if screen.name in self._deciding:
+                self._deciding.discard(screen.name)
+                if sel.index.reuse(screen.name):
+                    path = sel.root / curve_file(sel.index.server(screen.name, rehearsal), rehearsal)
+                    halving_decided(path, screen.name, len(concs))
+            elif concs:
+                self._write_curve(variant, rehearsal)
+        self.write_selection()
 
     def write_selection(self) -> None:
         """The selected points and reporting settings (the summary's input); the memo saved last."""
         sel = self.selection
         path = selection_file(sel.cluster.name)
-        made_from = digest(canonical([sel.cluster.name, [sel.index.memo_key(r.name, False) for r in sel.selected]]))
+        keys = [sel.index.memo_key(r.name, False) for r in sel.reported()]
+        made_from = digest(canonical([sel.cluster.name, keys, sel.not_run]))  # a halving decision rewrites it
         self._write_made(sel.root / path, made_from, lambda: canonical(sel.selection_doc()))
         if not sel.preflight_problems:
             sel.index.memo.save()

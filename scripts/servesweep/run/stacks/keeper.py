@@ -3,6 +3,7 @@ held stack's keeper is its Slurm job's batch script, ``stacks/held``)."""
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import time
@@ -136,9 +137,11 @@ def _watch(stack: Stack, sdir: StackDir, watch: int, expect: int) -> str:
             busy = bool(sdir.waiting()) or adopted
             last_busy = time.monotonic() if busy else last_busy
             hint = curve_state(stack.plan)
-            idle = (time.monotonic() - last_busy, IDLE_TIMEOUT_S, owner.linger(hint.linger_s, adopted))
+            idle_limit = math.inf if hint.deciding else IDLE_TIMEOUT_S  # a halving screen's stack waits for its sweep
+            idle = (time.monotonic() - last_busy, idle_limit, owner.linger(hint.linger_s, adopted))
+            wanted = hint.searching or hint.deciding
             reason = stop_reason(
-                busy, sdir.served() - owner.base, max(owner.expect, hint.expected), hint.searching, idle, owner.gone()
+                busy, sdir.served() - owner.base, max(owner.expect, hint.expected), wanted, idle, owner.gone()
             )
             if reason:
                 sdir.publish(State.STOPPED, message=reason)

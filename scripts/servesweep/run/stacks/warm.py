@@ -163,7 +163,7 @@ class SharedStack:
             self._turn.close()
             self._turn = None
             hint = curve_state(self.plan)
-            last = served >= hint.expected and not hint.searching and not hint.linger_s
+            last = served >= hint.expected and not (hint.searching or hint.deciding or hint.linger_s)
         if self.stack is not None:
             self.stack.done_waiting(os.getpid())
             if last and not self.stack.waiting():
