@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -114,8 +115,11 @@ def test_a_halving_decision_takes_its_screen_off_and_adds_the_kept_variants_poin
 
     kept, out = tmp_path / "kept.json", tmp_path / "out.json"
     for f in (kept, out):
-        f.write_text(json.dumps(curve_doc(1, ["cap"], 0, 600, deciding=("v.screen",))))
+        f.write_text(json.dumps(curve_doc(1, ["cap"], 0, 600, deciding=(("v.screen",), time.time() + 600))))
         assert read_curve(f).deciding is True
+    late = tmp_path / "late.json"  # past its sweep's screens' bound: the stack waits no longer
+    late.write_text(json.dumps(curve_doc(1, [], 0, 600, deciding=(("v.screen",), time.time() - 1))))
+    assert read_curve(late).deciding is False
     halving_decided(kept, "v.screen", 3)
     halving_decided(kept, "v.screen", 3)  # decided once: a second decision changes nothing
     assert read_curve(kept) == (4, True, 0, 600, True, False)

@@ -128,7 +128,7 @@ def cmd_summary(a) -> int:
     from .report.summary import build_summary
 
     build_summary(
-        results=[Path(p) for p in a.results],
+        results=[Path(p) for p in dict.fromkeys(a.results)],  # a screen may come twice (rulekit.halving_results)
         selection=Path(a.selection),
         out_md=Path(a.out),
         baseline=Path(a.baseline) if a.baseline else None,

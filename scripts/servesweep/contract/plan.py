@@ -15,6 +15,7 @@ import json
 import math
 import os
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -59,23 +60,26 @@ class CurveHint(NamedTuple):
     linger_s: float  # how long the stack stays up after its last point (a follow-up run attaches)
     points_s: float  # the expected points' time and the searches' worst case beyond them (a held job's size)
     canary: bool = True  # a stack that died in this run ends its server configuration's other points
-    deciding: bool = False  # a halving screen on the stack waits for its sweep's decision (no idle limit)
+    deciding: bool = False  # a halving screen on the stack waits for its sweep's decision (until its deadline)
 
 
 def curve_doc(
     expected: int, searching: list[str], linger_s: float = 0, points_s: float = 0, canary: bool = True,
-    deciding: tuple[str, ...] = (),
+    deciding: tuple[tuple[str, ...], float] = ((), 0.0),
 ) -> dict:  # fmt: skip
     """``searching``: the recipes on the stack whose capacity search may still ask for more probes
-    (each search's capacity job takes its recipe off: :func:`end_search`); ``deciding``: its halving
-    screens whose sweep is not decided yet (the decision takes each off: :func:`halving_decided`)."""
+    (each search's capacity job takes its recipe off: :func:`end_search`); ``deciding``: (its halving
+    screens whose sweep is not decided yet, the epoch second after which the stack waits no longer:
+    its sweep's screens' bound, one after another); the decision takes each off (:func:`halving_decided`)."""
+    screens, until = deciding
     return {
         "expected": expected,
         "searching": sorted(searching),
         "linger_s": linger_s,
         "points_s": points_s,
         "canary": canary,
-        "deciding": sorted(deciding),
+        "deciding": sorted(screens),
+        "deciding_until": until,
     }
 
 
@@ -87,7 +91,8 @@ def read_curve(path: Path) -> CurveHint:
         return CurveHint(1, False, 0.0, 0.0)
     return CurveHint(
         max(doc["expected"], 1), bool(doc["searching"]), float(doc.get("linger_s", 0)),
-        float(doc.get("points_s", 0)), bool(doc.get("canary", True)), bool(doc.get("deciding")),
+        float(doc.get("points_s", 0)), bool(doc.get("canary", True)),
+        bool(doc.get("deciding")) and time.time() < doc.get("deciding_until", 0),
     )  # fmt: skip
 
 
@@ -102,19 +107,16 @@ def halving_decided(path: Path, screen: str, more: int) -> None:
     variant's full points when kept, else none: the keeper ends the stack once the rest are served)."""
 
     def decided(doc: dict) -> bool:
-        if screen not in doc.get("deciding", ()):
-            return False
-        doc["expected"] += more
+        doc["expected"] += more if screen in doc.get("deciding", ()) else 0
         return _without(doc, "deciding", screen)
 
     _update_curve(path, decided)
 
 
 def _without(doc: dict, key: str, recipe: str) -> bool:
-    if recipe not in doc.get(key, ()):
-        return False
-    doc[key] = [r for r in doc[key] if r != recipe]
-    return True
+    found = recipe in doc.get(key, ())
+    doc[key] = [r for r in doc.get(key, ()) if r != recipe]
+    return found
 
 
 def _update_curve(path: Path, change) -> None:

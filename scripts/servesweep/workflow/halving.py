@@ -90,7 +90,7 @@ def decide(screens: list[Screened | None], names: list[str], halving: dict) -> d
     """Variant -> why it is not measured in full (kept variants are not named)."""
     missing = [n for n, s in zip(names, screens, strict=True) if s is None]
     if missing:
-        return dict.fromkeys(names, f"{WAITS} ({len(names) - len(missing)} of {len(names)} measured)")
+        return dict.fromkeys(names, f"{WAITS} ({len(names) - len(missing)} of {len(names)} measured)")  # this run
     # a screen its marks leave unjudged is measured in full: a starved client decides nothing
     order = sorted((s for s in screens if not s.unjudged), key=lambda s: s.key(), reverse=True)
     keep = share = keep_count(len(screens), halving)

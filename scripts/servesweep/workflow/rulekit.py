@@ -52,6 +52,8 @@ class RuleKit:
         waiting = [r for rs in selection.pending.values() for r in rs]  # variants after their halving screens
         self.held = [r.name for r in [*selection.selected, *waiting] if self.stacks.held(r.name)]
         self._kept: dict[str, list[str]] = {}  # a halving sweep decided in this run -> its kept variants' results
+        if self.partial:  # a summary of what exists asks for no screen: no sweep waits for its decision
+            selection.pending.clear()
         self._damaged: dict[str, set] = {}  # recipe -> its damaged results' marker names
 
     def _settings(self, workflow, config: dict, cluster: str, rehearsal: bool) -> None:
@@ -160,7 +162,9 @@ class RuleKit:
         for s in screens:
             rules[s.name].get(recipe=s.name, conc=target)  # raises until the screen has run
         kept, waiting = self.selection.decide_pending(base)
-        if waiting:  # a screen's file is there but not of its current plan: it runs again first
+        # a screen's file is there but not of its current plan: Snakemake counts a present checkpoint
+        # output as done when it builds the DAG, though it runs the screen again; decided after that
+        if waiting:
             path = paths.result_file(waiting[0], target, self.rehearsal)
             raise IncompleteCheckpointException(rules[waiting[0]].rule, checkpoint_target(path))
         files.halving_decided(base, kept)

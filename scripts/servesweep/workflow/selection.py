@@ -121,11 +121,20 @@ class Selection:
         plan_of = lambda n, c: self.index.facts(n, c, self.rehearsal).plan  # noqa: E731
         self.not_run = halving_round(self.root, self.selected, self.rehearsal, plan_of)  # sweep -> variant -> why
         deferred = {name for why in self.not_run.values() for name in why}
-        self.pending = {  # halving_results asks for their screens, decides, and then runs them
-            base: [r for r in self.selected if r.name in why] for base, why in self.not_run.items() if undecided(why)
+        # halving_results asks for their screens, decides, and then runs them; a sweep whose variants
+        # search capacity or run evals decides its round when the workflow loads (a run of their own)
+        self.pending = {
+            base: [r for r in self.selected if r.name in why]
+            for base, why in self.not_run.items()
+            if undecided(why) and not any("capacity" in r.doc or r.evals for r in self.selected if r.name in why)
         }
+        for base, reasons in self.not_run.items():
+            if undecided(reasons) and base not in self.pending:
+                self.not_run[base] = {n: f"{w}: run again once they are in (capacity or evals: a run of their own)"
+                                      for n, w in reasons.items()}  # fmt: skip
         self._order = [r.name for r in self.selected]  # the selection file's order, also after a decision
         self.kept_mid_run: set[str] = set()  # variants a halving decision in this run keeps
+        self.decided: set[str] = set()  # the waiting sweeps decided in this run
         self.selected = [r for r in self.selected if r.name not in deferred]
 
     def points_of(self, rehearsal: bool) -> list[Point]:
@@ -151,6 +160,7 @@ class Selection:
         self.not_run[base] = sweep_round(self.root, self.selected, base, self.rehearsal, plan_of) or {}
         kept = [r for r in self.pending[base] if r.name not in self.not_run[base]]
         self.kept_mid_run |= {r.name for r in kept}
+        self.decided.add(base)
         return kept, []
 
     def reported(self) -> list:

@@ -103,11 +103,11 @@ POINT_RULES = {"point": False, "held_point": False, "rehearse_point": True}  # r
 CHECK_RULES = {"smoke": "smoke", "held_smoke": "smoke", "eval": "eval-{benchmark}", "held_eval": "eval-{benchmark}"}
 
 
-def jobs_to_run(workflow) -> tuple[list[tuple[str, int, bool]], list[tuple[str, str]], list[str]]:
+def jobs_to_run(workflow) -> tuple[list[tuple[str, int, bool]], list[tuple[str, str]], list[str], bool]:
     """The points (recipe, conc, rehearsal), checks (recipe, check) and capacity searches (recipe) of
     the jobs Snakemake is about to run, read from its DAG once it is final (the onstart hook): the
-    stack keepers' counts."""
-    points, checks, searches = [], [], []
+    stack keepers' counts; and whether a summary runs (a halving sweep is decided for it)."""
+    points, checks, searches, summarized = [], [], [], False
     for job in workflow.dag.needrun_jobs():
         name, wc = job.rule.name, dict(job.wildcards)
         if name in POINT_RULES:
@@ -116,4 +116,5 @@ def jobs_to_run(workflow) -> tuple[list[tuple[str, int, bool]], list[tuple[str, 
             checks.append((wc["recipe"], CHECK_RULES[name].format(**wc)))
         elif name == "capacity":
             searches.append(wc["recipe"])
-    return points, checks, searches
+        summarized |= name in ("summary", "rehearsal_summary")
+    return points, checks, searches, summarized

@@ -42,6 +42,8 @@ from . import why
 from .bill import bill_doc, stack_bills
 from .selection import CHECK_S, Selection
 
+DECIDING_MARGIN_S = 90.0  # a deciding stack's wait beyond its sweep's screens' bound
+
 
 class RunFiles:
     """The main process's writes, from its :class:`Selection`."""
@@ -53,6 +55,7 @@ class RunFiles:
         self._checks: dict[str, set[str]] = {}  # recipe -> the checks snakemake will run on its stack (a turn each)
         self._searching: set[str] = set()  # recipes whose search, part of this run, may ask for more probes
         self._deciding: set[str] = set()  # halving screens whose sweep waits for its screens in this run
+        self._deciding_until = 0.0  # when their stacks wait no longer (the screens' bound, one after another)
         # curve files are written only once jobs are about to run (onstart), never in a dry run and
         # never per job while the DAG is built: until then the curves to write are only noted
         self._running = False
@@ -186,7 +189,7 @@ class RunFiles:
             checks.add(check)
             self._write_curve(recipe, False)
 
-    def start_running(self, points=(), checks=(), searches=()) -> None:
+    def start_running(self, points=(), checks=(), searches=(), summarized: bool = False) -> None:
         """Snakemake is about to run jobs (its onstart hook; ``points``, ``checks``, ``searches``: those
         its DAG runs, workflow/smk.jobs_to_run): write every curve, once. A search's later probes are
         not counted: its recipe stays in the curve's ``searching`` until its capacity job runs."""
@@ -196,9 +199,8 @@ class RunFiles:
                 self._searching.add(recipe)
                 self._unwritten_curves.add((recipe, False))
                 self._drop_undecided(recipe)
-        for screen in (s.name for base in sel.pending for s in sel.screens(base)):
-            self._deciding.add(screen)
-            self._unwritten_curves.add((screen, sel.rehearsal))
+        if summarized:  # the summary decides each waiting halving sweep: its screens' stacks wait for it
+            self._wait_for_decisions()
         for recipe, conc, rehearsal in points:
             self.will_run(recipe, conc, rehearsal)
         for recipe, check in checks:
@@ -214,6 +216,17 @@ class RunFiles:
             if bills:
                 when = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
                 write_if_changed(sel.root / bill_file(sel.cluster.name), canonical(bill_doc(bills, when)))
+
+    def _wait_for_decisions(self) -> None:
+        sel = self.selection
+        screens = [s for base in sel.pending if base not in sel.decided for s in sel.screens(base)]
+        bound = 0.0
+        for s in screens:
+            res = sel.index.facts(s.name, s.concurrency[0], sel.rehearsal).resources
+            bound += res["startup_s"] + res["point_s"]
+            self._deciding.add(s.name)
+            self._unwritten_curves.add((s.name, sel.rehearsal))
+        self._deciding_until = time.time() + bound + DECIDING_MARGIN_S
 
     def _drop_undecided(self, recipe: str) -> None:
         """A search this run resumes (its capacity job runs, more probes to come): its earlier
@@ -237,13 +250,14 @@ class RunFiles:
         deciding = [m for m in mates if m in self._deciding]
         server, linger = self.selection.index.server(recipe, rehearsal), stacks.linger_s(recipe, rehearsal)
         checks = sum(len(self._checks.get(m, ())) for m in mates)
-        if not rehearsal and stacks.held(recipe):  # sized for a deciding screen's variant kept in full
+        if not rehearsal and stacks.held(recipe):  # sized for a deciding screen's wait and its variant in full
             run = self.selection.run
             waiting = [(self._variant(m), c) for m in deciding for c in run.curve_points(self._variant(m))]
-            held_s = stacks.points_s(recipe, points + waiting) + checks * CHECK_S
+            wait_s = max(self._deciding_until - time.time(), 0.0) if deciding else 0.0
+            held_s = stacks.points_s(recipe, points + waiting) + checks * CHECK_S + wait_s
         else:
             held_s = 0
-        doc = curve_doc(len(points) + checks, searching, linger, held_s, self.canary, deciding)
+        doc = curve_doc(len(points) + checks, searching, linger, held_s, self.canary, (deciding, self._deciding_until))
         write_if_changed(self.selection.root / curve_file(server, rehearsal), canonical(doc))
 
     @staticmethod
@@ -258,8 +272,12 @@ class RunFiles:
         kept_names = {r.name for r in kept}
         for screen in sel.screens(base):
             variant = self._variant(screen.name)
-            full = sel.recipes[variant].concurrency if variant in kept_names else []
-            concs = sel.run.stale_guess(variant, full, rehearsal)
+            if variant not in kept_names:
+                concs = []
+            elif rehearsal:
+                concs = sel.run.stale_guess(variant, sel.recipes[variant].concurrency, rehearsal)
+            else:  # as this run's scope runs them (all of them when forced)
+                concs = sel.run.curve_points(variant)
             self._will_run.setdefault((variant, rehearsal), set()).update(concs)
             if screen.name in self._deciding:
                 self._deciding.discard(screen.name)

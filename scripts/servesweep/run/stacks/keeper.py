@@ -3,7 +3,6 @@ held stack's keeper is its Slurm job's batch script, ``stacks/held``)."""
 
 from __future__ import annotations
 
-import math
 import os
 import signal
 import time
@@ -134,11 +133,10 @@ def _watch(stack: Stack, sdir: StackDir, watch: int, expect: int) -> str:
         try:
             registry.acquire()
             adopted = owner.refresh()
-            busy = bool(sdir.waiting()) or adopted
-            last_busy = time.monotonic() if busy else last_busy
             hint = curve_state(stack.plan)
-            idle_limit = math.inf if hint.deciding else IDLE_TIMEOUT_S  # a halving screen's stack waits for its sweep
-            idle = (time.monotonic() - last_busy, idle_limit, owner.linger(hint.linger_s, adopted))
+            busy = bool(sdir.waiting()) or adopted or hint.deciding  # a halving screen's stack waits for its sweep
+            last_busy = time.monotonic() if busy else last_busy
+            idle = (time.monotonic() - last_busy, IDLE_TIMEOUT_S, owner.linger(hint.linger_s, adopted))
             wanted = hint.searching or hint.deciding
             reason = stop_reason(
                 busy, sdir.served() - owner.base, max(owner.expect, hint.expected), wanted, idle, owner.gone()
