@@ -372,11 +372,11 @@ def test_two_server_identities_are_two_jobs_each_on_one_stack(swf):
 
 
 def test_a_halving_sweep_runs_its_kept_variant_on_the_held_stack_its_screen_started(swf):
-    """Two variants screened at c4 as held stacks; in the same run the better one's full curve runs as
-    steps of its screen's job (one engine start each, two sbatch calls in all); the other's job ends
+    """Two variants screened at c4 as held stacks; in the same run the better one's full point runs as
+    a step of its screen's job (one engine start each, two sbatch calls in all); the other's job ends
     once the decision is in, and no job is left."""
     doc = yaml.safe_load((HERE / "recipes" / "slurm-agg-2x.yaml").read_text())
-    doc |= {"name": "slurm-halving", "concurrency": [2, 4], "slo": {"ttft_p95_s": 2.0}}
+    doc |= {"name": "slurm-halving", "concurrency": [4], "slo": {"ttft_p95_s": 2.0}}
     doc["engine"]["args"] += ["--max-num-seqs", 8]
     doc["sweep"] = {
         "axes": {"seqs": {"field": "engine.args[--max-num-seqs]", "values": [1, 8]}},
@@ -392,7 +392,7 @@ def test_a_halving_sweep_runs_its_kept_variant_on_the_held_stack_its_screen_star
         assert out.count("stack: submitted held stack") == 2, out[-4000:]
         full = {n: sorted(paths.point_files(swf / "results" / f"slurm-halving.seqs-{n}")) for n in (1, 8)}
         kept = [n for n, found in full.items() if found]
-        assert len(kept) == 1 and [c for c, _ in full[kept[0]]] == [2, 4], full
+        assert len(kept) == 1 and [c for c, _ in full[kept[0]]] == [4], full
         screen = f"results/slurm-halving.seqs-{kept[0]}.screen/c4.json"
         ids = [json.loads((swf / screen).read_text())["identity"]]
         ids += [json.loads(p.read_text())["identity"] for _, p in full[kept[0]]]
