@@ -42,6 +42,11 @@ class Recipe:
         return self.name.removeprefix(f"{self.sweep_of}.").removesuffix(f".{paths.SCREEN}") if self.sweep_of else None
 
     @property
+    def variant_name(self) -> str:
+        """The variant recipe a screen measures ('tune.mnbt-4096' of 'tune.mnbt-4096.screen'); else its own."""
+        return self.name.removesuffix(f".{paths.SCREEN}") if self.screen else self.name
+
+    @property
     def engine_kind(self) -> str:
         return self.doc["engine"]["kind"]
 

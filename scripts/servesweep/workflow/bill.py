@@ -193,8 +193,8 @@ def sweep_lines(sel, bills: list[StackBill], budget: float | None) -> list[str]:
         names = {r.name for r in sel.selected if r.sweep_of == recipe}
         screens = sum(r.screen for r in sel.selected if r.sweep_of == recipe)
         deferred, waiting = sel.not_run.get(recipe, {}), sel.pending.get(recipe, [])
+        full = sum(len(sel.run.curve_points(r.name)) for r in waiting)  # after the screens, at most
         if waiting:
-            full = sum(len(sel.run.curve_points(r.name)) for r in waiting)
             keep = keep_count(len(waiting), info["halving"])
             out.append(f"sweep {recipe}: halving: {screens} screen(s) first; then, in this run, the best {keep} of "
                        f"{len(waiting)} variant(s) (and any tied with them) in full on their screens' stacks: up to "
@@ -203,7 +203,7 @@ def sweep_lines(sel, bills: list[StackBill], budget: float | None) -> list[str]:
             out.append(f"sweep {recipe}: halving: {len(deferred)} variant(s) not measured in full, e.g. "
                        f"{next(iter(deferred))}: {next(iter(deferred.values()))}")  # fmt: skip
         mine = [b for b in bills if set(b.recipes) & names]
-        points = sum(len(sel.run.curve_points(n)) for n in names | {r.name for r in waiting})  # at most
+        points = sum(len(sel.run.curve_points(n)) for n in names) + full
         expected, bound = sum(b.gpu_h for b in mine), sum(b.gpu_h_bound for b in mine)
         limit = budget if budget is not None else info.get("budget_gpu_h")
         out.append(

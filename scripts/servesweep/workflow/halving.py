@@ -39,7 +39,7 @@ def screened(root: Path, screen, target: int, rehearsal: bool = False, plan: str
     doc, _why = checked_json(root / result_file(screen.name, target, rehearsal), RESULT_SCHEMA_FILE)
     if doc is None or (plan is not None and doc["identity"]["plan_fingerprint"] != plan):
         return None
-    variant = screen.name.rsplit(".", 1)[0]
+    variant = screen.variant_name
     marked = [m["reason"] for m in marks_of(doc) if m["mark"] in STOPPING_SEARCH]
     if marked:
         return Screened(variant, False, math.inf, 0.0, unjudged=marked[0])
@@ -120,12 +120,17 @@ def halving_round(root: Path, selected: list, rehearsal: bool = False, plan_of=N
 def sweep_round(root: Path, selected: list, base: str, rehearsal: bool, plan_of=None) -> dict[str, str] | None:
     """One halving sweep's round (None: none of its screens is selected)."""
     screens = screens_of(selected, base)
-    if not screens:
-        return None
-    halving = screens[0].sweep["halving"]
-    target, names = halving["target"], [s.name.rsplit(".", 1)[0] for s in screens]
-    standings = [screened(root, s, target, rehearsal, plan_of(s.name, target) if plan_of else None) for s in screens]
-    return decide(standings, names, halving)
+    return decide_screens(screens, standings(root, screens, rehearsal, plan_of)) if screens else None
+
+
+def standings(root: Path, screens: list, rehearsal: bool, plan_of=None) -> list[Screened | None]:
+    """Each screen's standing from its current result (None: not in yet)."""
+    target = screens[0].sweep["halving"]["target"]
+    return [screened(root, s, target, rehearsal, plan_of(s.name, target) if plan_of else None) for s in screens]
+
+
+def decide_screens(screens: list, found: list[Screened | None]) -> dict[str, str]:
+    return decide(found, [s.variant_name for s in screens], screens[0].sweep["halving"])
 
 
 def screens_of(selected: list, base: str) -> list:

@@ -21,7 +21,7 @@ from ..render.recipe import Recipe
 from . import why
 from .capacity_search import CapacitySearches
 from .engine_args import check_engine_args, pending
-from .halving import halving_round, screened, screens_of, sweep_round, undecided
+from .halving import decide_screens, halving_round, screens_of, standings, undecided
 from .index import PointIndex
 from .memo import RenderMemo
 from .run_points import RunPoints
@@ -118,8 +118,7 @@ class Selection:
     def _halving_round(self) -> None:
         """The halving sweeps' rounds, from their screens' current results: a decided sweep's variants
         left out are deselected; an undecided one's variants wait for its screens in this run."""
-        plan_of = lambda n, c: self.index.facts(n, c, self.rehearsal).plan  # noqa: E731
-        self.not_run = halving_round(self.root, self.selected, self.rehearsal, plan_of)  # sweep -> variant -> why
+        self.not_run = halving_round(self.root, self.selected, self.rehearsal, self._plan_of)  # sweep -> variant -> why
         deferred = {name for why in self.not_run.values() for name in why}
         # halving_results asks for their screens, decides, and then runs them; a sweep whose variants
         # search capacity or run evals decides its round when the workflow loads (a run of their own)
@@ -133,7 +132,6 @@ class Selection:
                 self.not_run[base] = {n: f"{w}: run again once they are in (capacity or evals: a run of their own)"
                                       for n, w in reasons.items()}  # fmt: skip
         self._order = [r.name for r in self.selected]  # the selection file's order, also after a decision
-        self.kept_mid_run: set[str] = set()  # variants a halving decision in this run keeps
         self.decided: set[str] = set()  # the waiting sweeps decided in this run
         self.selected = [r for r in self.selected if r.name not in deferred]
 
@@ -150,23 +148,25 @@ class Selection:
     def decide_pending(self, base: str) -> tuple[list, list[str]]:
         """A waiting halving sweep's (kept variants, screens without a current result): once every
         screen is in, the variants it leaves out are ``not_run``, with why."""
-        plan_of = lambda n, c: self.index.facts(n, c, self.rehearsal).plan  # noqa: E731
         screens = self.screens(base)
-        target = screens[0].sweep["halving"]["target"]
-        current = {s.name: screened(self.root, s, target, self.rehearsal, plan_of(s.name, target)) for s in screens}
-        waiting = [name for name, standing in current.items() if standing is None]
+        found = standings(self.root, screens, self.rehearsal, self._plan_of)
+        waiting = [s.name for s, standing in zip(screens, found, strict=True) if standing is None]
         if waiting:
             return [], waiting
-        self.not_run[base] = sweep_round(self.root, self.selected, base, self.rehearsal, plan_of) or {}
-        kept = [r for r in self.pending[base] if r.name not in self.not_run[base]]
-        self.kept_mid_run |= {r.name for r in kept}
+        self.not_run[base] = decide_screens(screens, found)
         self.decided.add(base)
-        return kept, []
+        return self._kept(base), []
+
+    def _plan_of(self, recipe: str, conc: int) -> str:
+        return self.index.facts(recipe, conc, self.rehearsal).plan
+
+    def _kept(self, base: str) -> list:
+        return [r for r in self.pending[base] if r.name not in self.not_run[base]]
 
     def reported(self) -> list:
         """The recipes the summary reports: the selected ones and the variants a halving decision in
         this run kept, in the order a later run's load selects them (its selection file is the same)."""
-        names = {r.name for r in self.selected} | self.kept_mid_run
+        names = {r.name for r in self.selected} | {r.name for base in self.decided for r in self._kept(base)}
         return [self.recipes[n] for n in self._order if n in names]
 
     def staleness(self) -> list:

@@ -19,7 +19,6 @@ from ..contract.paths import (
     CAPACITY_PLOT,
     PROBE_PLAN_GLOB,
     REHEARSAL_SUMMARY_MD,
-    SCREEN,
     SUMMARY_MD,
     bill_file,
     capacity_file,
@@ -251,18 +250,14 @@ class RunFiles:
         server, linger = self.selection.index.server(recipe, rehearsal), stacks.linger_s(recipe, rehearsal)
         checks = sum(len(self._checks.get(m, ())) for m in mates)
         if not rehearsal and stacks.held(recipe):  # sized for a deciding screen's wait and its variant in full
-            run = self.selection.run
-            waiting = [(self._variant(m), c) for m in deciding for c in run.curve_points(self._variant(m))]
+            run, recipes = self.selection.run, self.selection.recipes
+            waiting = [(v, c) for m in deciding for v in (recipes[m].variant_name,) for c in run.curve_points(v)]
             wait_s = max(self._deciding_until - time.time(), 0.0) if deciding else 0.0
             held_s = stacks.points_s(recipe, points + waiting) + checks * CHECK_S + wait_s
         else:
             held_s = 0
         doc = curve_doc(len(points) + checks, searching, linger, held_s, self.canary, (deciding, self._deciding_until))
         write_if_changed(self.selection.root / curve_file(server, rehearsal), canonical(doc))
-
-    @staticmethod
-    def _variant(screen: str) -> str:
-        return screen.removesuffix(f".{SCREEN}")
 
     def halving_decided(self, base: str, kept: list) -> None:
         """A waiting halving sweep is decided (rulekit's ``halving_results``): each screen's stack stops
@@ -271,7 +266,7 @@ class RunFiles:
         sel, rehearsal = self.selection, self.selection.rehearsal
         kept_names = {r.name for r in kept}
         for screen in sel.screens(base):
-            variant = self._variant(screen.name)
+            variant = screen.variant_name
             if variant not in kept_names:
                 concs = []
             elif rehearsal:

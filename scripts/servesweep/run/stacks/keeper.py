@@ -137,9 +137,8 @@ def _watch(stack: Stack, sdir: StackDir, watch: int, expect: int) -> str:
             busy = bool(sdir.waiting()) or adopted or hint.deciding  # a halving screen's stack waits for its sweep
             last_busy = time.monotonic() if busy else last_busy
             idle = (time.monotonic() - last_busy, IDLE_TIMEOUT_S, owner.linger(hint.linger_s, adopted))
-            wanted = hint.searching or hint.deciding
             reason = stop_reason(
-                busy, sdir.served() - owner.base, max(owner.expect, hint.expected), wanted, idle, owner.gone()
+                busy, sdir.served() - owner.base, max(owner.expect, hint.expected), hint.searching, idle, owner.gone()
             )
             if reason:
                 sdir.publish(State.STOPPED, message=reason)
