@@ -266,6 +266,31 @@ def test_repeated_runs_sum_their_energy_tokens_and_windows(tmp_path):
     assert e["energy_per_output_token_j"] == pytest.approx(3 * 36000.0 / 40000.0)
 
 
+def test_the_energy_is_the_counter_over_exactly_the_window_not_over_aiperfs_samples_span(tmp_path):
+    """aiperf's delta runs from its first sample in the window to its last within the grace after it (here
+    late, as a loaded client scrapes): the figure is the counter at the window's two ends, between samples."""
+    plan = _plan("dsv4-gb200-1p1d-tp4-dyn-trtllm", {"source": "dcgm", "port": 9400})
+    art, export = _artifacts(tmp_path, plan), _export()
+    start = datetime.fromisoformat(export["start_time"]).timestamp()
+    watts = {"10.0.0.1:9400": 400.0, "10.0.0.2:9400": 500.0}
+    stamps = [start - 0.7 + 0.45 * i for i in range(27)] + [start + 11.5]  # a late last scrape, 1.5 s after the end
+    lines = [
+        {"timestamp_ns": round(t * 1e9), "telemetry_source_url": f"http://{ep}/metrics", "gpu_index": g,
+         "telemetry_data": {"nvidia_energy_consumption": (1e6 + w * (t - start + 0.7)) / 1e6}}
+        for t in stamps for ep, w in watts.items() for g in range(4)
+    ]  # fmt: skip
+    with (art / energy.TELEMETRY_EXPORT).open("a") as f:  # beside the idle samples before the first request
+        f.write("\n".join(json.dumps(s) for s in lines) + "\n")
+    for ep, w in watts.items():  # aiperf's own delta: first sample in the window to the late last one
+        span = stamps[-1] - min(t for t in stamps if t >= start)
+        for g in export["telemetry_data"]["endpoints"][ep]["gpus"].values():
+            g["metrics"]["nvidia_energy_consumption"]["avg"] = w * span / 1e6
+    e = energy.figures(plan, export, art, {})
+    assert e["energy_j"] == pytest.approx(36000.0, rel=1e-6)  # 4 x 400 W + 4 x 500 W for exactly 10 s
+    assert e["power_w_per_gpu_by_role"] == {"decode": pytest.approx(500.0), "prefill": pytest.approx(400.0)}
+    assert e["idle_power_w_per_gpu"] == 100.0
+
+
 def test_unmeasured_energy_is_a_dash_with_the_reason(tmp_path):
     why: dict = {}
     local = _plan("local-agg-2x-mocker", None)

@@ -64,6 +64,8 @@ SlurmctldHost={self.host}({NET}.1)
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
+# a requeued job waits cred_expire + 1 s to run again: 120 s by default, 20 s here (docs/tests.md)
+AuthInfo=cred_expire=20
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres

@@ -5,12 +5,14 @@ exporter URL on every node of the stack that holds GPUs, or aiperf's local ``pyn
 energy analyzer then gives total energy, average power, energy per output token and output tokens
 per joule over the profiling window, from the exporters' energy counter where they have one and from
 integrated power otherwise; its per-GPU telemetry gives each role's power and the idle power before
-the window. Nothing here integrates power by hand."""
+the window. The counter is read at the window's ends from aiperf's per-sample export, since aiperf's
+delta spans its samples, not the window. Nothing here integrates power by hand."""
 
 from __future__ import annotations
 
 import json
 from datetime import datetime
+from itertools import pairwise
 from pathlib import Path
 
 from ..contract import paths
@@ -106,10 +108,10 @@ def _roles(artifact_dir: Path) -> dict[tuple[str, str], str]:
     return {(ep, g): role for ep, per_gpu in roles.items() for g, role in per_gpu.items()}
 
 
-def _run_joules(plan: Plan, export: dict, ours: dict, why: dict) -> tuple[dict, float, bool] | None:
+def _run_joules(plan: Plan, export: dict, run_dir: Path, ours: dict, why: dict) -> tuple | None:
     """One aiperf run: (joules of each of the stack's GPUs, the window in s, whether from the counter),
-    the counter's delta where every GPU has one, else aiperf's mean power x the window, as aiperf's own
-    analyzer chooses; None with the reason when aiperf measured not all of them (an exporter not reached)."""
+    the counter over the window where every GPU has one, else aiperf's mean power x the window, as aiperf's
+    own analyzer chooses; None with the reason when aiperf measured not all of them (an exporter not reached)."""
     spec, measured, window = plan.benchmark.gpu_telemetry, _gpus(export), _window_s(export)
     missing = sorted(f"{ep} GPU {g}" for ep, g in ours if not {POWER, ENERGY} & set(measured.get((ep, g), {})))
     if window is None:
@@ -123,7 +125,8 @@ def _run_joules(plan: Plan, export: dict, ours: dict, why: dict) -> tuple[dict, 
         return None
     counter = all((measured[k].get(ENERGY) or {}).get("avg") for k in ours)
     if counter:
-        return {k: measured[k][ENERGY]["avg"] * 1e6 for k in ours}, window, True
+        exact = _window_joules(run_dir, export, ours)
+        return exact or {k: measured[k][ENERGY]["avg"] * 1e6 for k in ours}, window, True
     return {k: (measured[k].get(POWER) or {}).get("avg", 0.0) * window for k in ours}, window, False
 
 
@@ -138,8 +141,11 @@ def figures(plan: Plan, export: dict, artifact_dir: Path, why: dict) -> dict | N
         why["energy"] = "pynvml reads the client's own host only and this stack's GPUs span several nodes"
         return None
     ours = _roles(artifact_dir)
-    exports = [e for e in run_exports(artifact_dir) if e and "_unreadable" not in e] or [export]
-    runs = [_run_joules(plan, e, ours, why) for e in exports]
+    dirs = run_dirs(artifact_dir)
+    read = [(e, d) for e, d in zip(run_exports(artifact_dir), dirs, strict=True) if e and "_unreadable" not in e]
+    read = read or [(export, dirs[0])]
+    exports = [e for e, _ in read]
+    runs = [_run_joules(plan, e, d, ours, why) for e, d in read]
     if any(r is None for r in runs):
         return None
     joules = {k: sum(r[0][k] for r in runs) for k in ours}
@@ -161,6 +167,51 @@ def figures(plan: Plan, export: dict, artifact_dir: Path, why: dict) -> dict | N
         "idle_power_w_per_gpu": _idle(artifact_dir, set(ours), why),
         "telemetry": sorted({ep for ep, _ in ours}),
     }
+
+
+def _counters(run_dir: Path, ours: dict) -> dict[tuple, list[tuple[float, float]]]:
+    """(exporter, GPU index) -> the energy counter's samples (s, J), in time order, from aiperf's export."""
+    samples: dict[tuple, list[tuple[float, float]]] = {}
+    try:
+        lines = (run_dir / TELEMETRY_EXPORT).read_text().splitlines()
+    except OSError:
+        return {}
+    for line in lines:
+        try:
+            s = json.loads(line)
+            key = (_display(s["telemetry_source_url"]), str(s["gpu_index"]))
+            megajoules, ns = s["telemetry_data"][ENERGY], s["timestamp_ns"]
+        except (ValueError, KeyError, TypeError):
+            continue
+        if key in ours and isinstance(megajoules, (int, float)) and isinstance(ns, int):
+            samples.setdefault(key, []).append((ns / 1e9, megajoules * 1e6))
+    return {k: sorted(v) for k, v in samples.items()}
+
+
+def _counter_at(samples: list[tuple[float, float]], t: float) -> float | None:
+    """The counter at ``t``, between the samples either side of it (the power constant between two samples)."""
+    for (t0, j0), (t1, j1) in pairwise(samples):
+        if t0 <= t <= t1:
+            return j0 + (j1 - j0) * (t - t0) / (t1 - t0) if t1 > t0 else j0
+    return None
+
+
+def _window_joules(run_dir: Path, export: dict, ours: dict) -> dict | None:
+    """Each GPU's joules over exactly aiperf's profiling window, from its per-sample export: aiperf's own
+    delta runs from the first sample in the window to the last one within its grace after it, which over-
+    counts by up to a sample interval and more when a loaded client scrapes late. None where a boundary has
+    no sample on both sides (then aiperf's delta is the figure)."""
+    try:
+        start, end = (datetime.fromisoformat(export[k]).timestamp() for k in ("start_time", "end_time"))
+    except (KeyError, TypeError, ValueError):
+        return None
+    samples, joules = _counters(run_dir, ours), {}
+    for k in ours:
+        at_start, at_end = _counter_at(samples.get(k, []), start), _counter_at(samples.get(k, []), end)
+        if at_start is None or at_end is None:
+            return None
+        joules[k] = at_end - at_start
+    return joules
 
 
 def _stat(export: dict, metric: str):
