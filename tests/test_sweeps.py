@@ -3,6 +3,7 @@ successive halving's decisions, and exact staleness per variant through real dry
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import time
@@ -357,3 +358,25 @@ def test_the_seed_tuning_sweep_dry_runs_on_slurm_as_12_held_stacks_with_its_bill
     assert re.search(expansion, said), said[-3000:]
     assert re.search(r"total: 12 allocation\(s\), [0-9.]+ GPU-h expected", said)
     assert "gemma4-livekit-tune-c150.mnbt-4096_pls-4_layout-4xtp2" in said
+
+
+def test_a_waiting_halving_sweeps_expected_bill_counts_the_kept_share_of_its_full_points(tmp_path):
+    """Before its screens are in, a halving sweep's bound counts every variant in full (all tied); its
+    expected bill counts the share the decision keeps: less with keep 0.25 than with keep 1."""
+    wf = copy_workflow(tmp_path / "wf", ["gemma4-livekit-tune-c150"])
+    f = wf / "recipes" / "gemma4-livekit-tune-c150.yaml"
+    base = yaml.safe_load(f.read_text())
+    said = {}
+    for keep in (0.25, 1.0):
+        doc = copy.deepcopy(base)
+        doc["sweep"] |= {"strategy": "halving", "halving": {"target": 150, "keep": keep}, "budget_gpu_h": 500}
+        f.write_text(yaml.safe_dump(doc, sort_keys=False))
+        r = snakemake(wf, "-n", "results/summary.md", profile="profiles/slurm-hgx02", timeout=120)
+        assert r.returncode == 0, r.stderr[-3000:]
+        found = re.search(
+            r"sweep gemma4-livekit-tune-c150: 12 variant.* ([0-9.]+) GPU-h expected, ([0-9.]+) GPU-h bound", r.stderr
+        )
+        assert found, r.stderr[-3000:]
+        said[keep] = tuple(float(x) for x in found.groups())
+    assert said[1.0][0] == said[1.0][1] == said[0.25][1], said  # every variant kept: expected is the bound
+    assert said[0.25][0] < said[0.25][1], said

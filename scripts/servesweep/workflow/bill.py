@@ -8,7 +8,8 @@ stack" (startup, benchmarks, idle between points, linger). Two figures: the *exp
 startup and each point's time (its benchmark and its share of the idle between points) from the
 recipes' latest results where there are any, and the job's bounds elsewhere; the *bound* takes every
 point at the time its job asks for (warm-up, run, grace) and the startup at its bound until one is
-measured. Probes and evals count at their bounds in both."""
+measured. Probes and evals count at their bounds in both. A halving sweep's variants waiting for their
+screens count in full in the bound (all tied) and at the share its decision keeps in the expected one."""
 
 from __future__ import annotations
 
@@ -114,7 +115,9 @@ def _bill(sel, recipe: str, mates: tuple[str, ...], points: list[tuple[str, int]
     res = sel.index.facts(*points[0]).resources
     m = measured(sel.root, [(n, c) for n in mates for c in sel.recipes[n].concurrency])
     bound = {p: sel.index.facts(*p).resources["point_s"] for p in points}
-    expected = sum(m.bench_s[p] + m.idle_per_point_s if p in m.bench_s else bound[p] for p in points)
+    share = _kept_share(sel)
+    expected = sum(share.get(p[0], 1.0) * (m.bench_s[p] + m.idle_per_point_s if p in m.bench_s else bound[p])
+                   for p in points)  # fmt: skip
     return StackBill(
         recipes=mates,
         points=len(points),
@@ -129,6 +132,16 @@ def _bill(sel, recipe: str, mates: tuple[str, ...], points: list[tuple[str, int]
         expected_points_s=expected,
         points_measured=sum(p in m.bench_s for p in points),
     )
+
+
+def _kept_share(sel) -> dict[str, float]:
+    """Variant -> the share of its waiting halving sweep that the decision keeps in full (best K of V):
+    the expected bill counts that share of their points, the bound all of them (every variant tied)."""
+    return {
+        r.name: keep_count(len(waiting), r.sweep["halving"]) / len(waiting)
+        for waiting in sel.pending.values()
+        for r in waiting
+    }
 
 
 def bill_lines(bills: list[StackBill]) -> list[str]:
