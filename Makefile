@@ -70,7 +70,7 @@ demo: system-demo
 
 # Tests run on $(TEST_WORKERS) pytest-xdist workers: most wait on stacks, not the CPU. A module sharing a
 # module-scoped fixture runs whole on one worker (tests/conftest.py's scheduler says which).
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 TIMELINE := .cache/test-timeline.jsonl
