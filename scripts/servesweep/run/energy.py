@@ -90,13 +90,13 @@ def _gpus(export: dict) -> dict[tuple[str, str], dict]:
     }
 
 
-def _window_s(export: dict) -> float | None:
-    """The profiling window aiperf's analyzer divides energy by (its export's start and end times)."""
+def _window(export: dict) -> tuple[float, float] | None:
+    """The profiling window aiperf's analyzer divides energy by: its export's start and end times (s)."""
     try:
-        start, end = (datetime.fromisoformat(export[k]) for k in ("start_time", "end_time"))
+        start, end = (datetime.fromisoformat(export[k]).timestamp() for k in ("start_time", "end_time"))
     except (KeyError, TypeError, ValueError):
         return None
-    return (end - start).total_seconds() or None
+    return (start, end) if end != start else None
 
 
 def _roles(artifact_dir: Path) -> dict[tuple[str, str], str]:
@@ -108,13 +108,13 @@ def _roles(artifact_dir: Path) -> dict[tuple[str, str], str]:
     return {(ep, g): role for ep, per_gpu in roles.items() for g, role in per_gpu.items()}
 
 
-def _run_joules(plan: Plan, export: dict, run_dir: Path, ours: dict, why: dict) -> tuple | None:
+def _run_joules(plan: Plan, export: dict, samples: list, ours: dict, why: dict) -> tuple | None:
     """One aiperf run: (joules of each of the stack's GPUs, the window in s, whether from the counter),
     the counter over the window where every GPU has one, else aiperf's mean power x the window, as aiperf's
     own analyzer chooses; None with the reason when aiperf measured not all of them (an exporter not reached)."""
-    spec, measured, window = plan.benchmark.gpu_telemetry, _gpus(export), _window_s(export)
+    spec, measured, bounds = plan.benchmark.gpu_telemetry, _gpus(export), _window(export)
     missing = sorted(f"{ep} GPU {g}" for ep, g in ours if not {POWER, ENERGY} & set(measured.get((ep, g), {})))
-    if window is None:
+    if bounds is None:
         why["energy"] = "aiperf's export has no profiling window (start_time, end_time)"
         return None
     if not ours or missing:
@@ -123,9 +123,10 @@ def _run_joules(plan: Plan, export: dict, run_dir: Path, ours: dict, why: dict) 
         shown = ", ".join(missing[:4]) + (" …" if len(missing) > 4 else "") if missing else "any GPU of the stack"
         why["energy"] = f"aiperf measured no power or energy from {what} for {shown} over the window"
         return None
+    window = bounds[1] - bounds[0]
     counter = all((measured[k].get(ENERGY) or {}).get("avg") for k in ours)
     if counter:
-        exact = _window_joules(run_dir, export, ours)
+        exact = _window_joules(samples, bounds, ours)
         return exact or {k: measured[k][ENERGY]["avg"] * 1e6 for k in ours}, window, True
     return {k: (measured[k].get(POWER) or {}).get("avg", 0.0) * window for k in ours}, window, False
 
@@ -141,9 +142,9 @@ def figures(plan: Plan, export: dict, artifact_dir: Path, why: dict) -> dict | N
         why["energy"] = "pynvml reads the client's own host only and this stack's GPUs span several nodes"
         return None
     ours = _roles(artifact_dir)
-    dirs = run_dirs(artifact_dir)
-    read = [(e, d) for e, d in zip(run_exports(artifact_dir), dirs, strict=True) if e and "_unreadable" not in e]
-    read = read or [(export, dirs[0])]
+    samples = [_samples(d, ours) for d in run_dirs(artifact_dir)]  # each run's, read once
+    read = [(e, s) for e, s in zip(run_exports(artifact_dir), samples, strict=True) if e and "_unreadable" not in e]
+    read = read or [(export, samples[0])]
     exports = [e for e, _ in read]
     runs = [_run_joules(plan, e, d, ours, why) for e, d in read]
     if any(r is None for r in runs):
@@ -164,28 +165,39 @@ def figures(plan: Plan, export: dict, artifact_dir: Path, why: dict) -> dict | N
         "energy_j": total,
         "energy_per_output_token_j": total / tokens if tokens else None,
         "output_tokens_per_joule": tokens / total if tokens and total else None,
-        "idle_power_w_per_gpu": _idle(artifact_dir, set(ours), why),
+        "idle_power_w_per_gpu": _idle(artifact_dir, samples[0], why),
         "telemetry": sorted({ep for ep, _ in ours}),
     }
 
 
-def _counters(run_dir: Path, ours: dict) -> dict[tuple, list[tuple[float, float]]]:
-    """(exporter, GPU index) -> the energy counter's samples (s, J), in time order, from aiperf's export."""
-    samples: dict[tuple, list[tuple[float, float]]] = {}
+def _samples(run_dir: Path, ours: dict) -> list[tuple[tuple[str, str], float, dict]]:
+    """aiperf's per-sample telemetry export of one run, the stack's own GPUs only: ((exporter, GPU index),
+    the sample's time in ns, its figures); a line that is not such a sample is skipped."""
     try:
         lines = (run_dir / TELEMETRY_EXPORT).read_text().splitlines()
     except OSError:
-        return {}
+        return []
+    out = []
     for line in lines:
         try:
             s = json.loads(line)
             key = (_display(s["telemetry_source_url"]), str(s["gpu_index"]))
-            megajoules, ns = s["telemetry_data"][ENERGY], s["timestamp_ns"]
+            ns, data = s["timestamp_ns"], s["telemetry_data"]
         except (ValueError, KeyError, TypeError):
             continue
-        if key in ours and isinstance(megajoules, (int, float)) and isinstance(ns, int):
-            samples.setdefault(key, []).append((ns / 1e9, megajoules * 1e6))
-    return {k: sorted(v) for k, v in samples.items()}
+        if key in ours and isinstance(ns, (int, float)) and isinstance(data, dict):
+            out.append((key, ns, data))
+    return out
+
+
+def _counters(samples: list) -> dict[tuple, list[tuple[float, float]]]:
+    """(exporter, GPU index) -> the energy counter's samples (s, J), in time order."""
+    counters: dict[tuple, list[tuple[float, float]]] = {}
+    for key, ns, data in samples:
+        megajoules = data.get(ENERGY)
+        if isinstance(megajoules, (int, float)):
+            counters.setdefault(key, []).append((ns / 1e9, megajoules * 1e6))
+    return {k: sorted(v) for k, v in counters.items()}
 
 
 def _counter_at(samples: list[tuple[float, float]], t: float) -> float | None:
@@ -196,18 +208,14 @@ def _counter_at(samples: list[tuple[float, float]], t: float) -> float | None:
     return None
 
 
-def _window_joules(run_dir: Path, export: dict, ours: dict) -> dict | None:
+def _window_joules(samples: list, bounds: tuple[float, float], ours: dict) -> dict | None:
     """Each GPU's joules over exactly aiperf's profiling window, from its per-sample export: aiperf's own
     delta runs from the first sample in the window to the last one within its grace after it, which over-
     counts by up to a sample interval and more when a loaded client scrapes late. None where a boundary has
     no sample on both sides (then aiperf's delta is the figure)."""
-    try:
-        start, end = (datetime.fromisoformat(export[k]).timestamp() for k in ("start_time", "end_time"))
-    except (KeyError, TypeError, ValueError):
-        return None
-    samples, joules = _counters(run_dir, ours), {}
+    counters, joules = _counters(samples), {}
     for k in ours:
-        at_start, at_end = _counter_at(samples.get(k, []), start), _counter_at(samples.get(k, []), end)
+        at_start, at_end = (_counter_at(counters.get(k, []), t) for t in bounds)
         if at_start is None or at_end is None:
             return None
         joules[k] = at_end - at_start
@@ -219,28 +227,17 @@ def _stat(export: dict, metric: str):
     return m.get("avg") if isinstance(m, dict) else None
 
 
-def _idle(artifact_dir: Path, ours: set, why: dict) -> float | None:
-    """Mean power of the stack's GPUs over aiperf's samples taken before its first request (warm-up included)."""
+def _idle(artifact_dir: Path, samples: list, why: dict) -> float | None:
+    """Mean power of the stack's GPUs over aiperf's samples (its first run's) taken before its first request
+    (warm-up included)."""
     records = request_records(artifact_dir) or []
     starts = [(r.get("metadata") or {}).get("request_start_ns") for r in records]
     first = min((s for s in starts if s), default=None)
-    samples: dict[tuple, list[float]] = {}
-    try:
-        lines = (run_dirs(artifact_dir)[0] / TELEMETRY_EXPORT).read_text().splitlines()
-    except OSError:
-        lines = []
-    for line in lines:
-        try:
-            s = json.loads(line)
-        except ValueError:
-            continue
-        watts, key = (
-            (s.get("telemetry_data") or {}).get(POWER),
-            (_display(s.get("telemetry_source_url", "")), str(s.get("gpu_index"))),
-        )
-        if first is not None and watts is not None and key in ours and s.get("timestamp_ns", first) < first:
-            samples.setdefault(key, []).append(watts)
-    if not samples:
+    watts: dict[tuple, list[float]] = {}
+    for key, ns, data in samples:
+        if first is not None and data.get(POWER) is not None and ns < first:
+            watts.setdefault(key, []).append(data[POWER])
+    if not watts:
         why["energy.idle_power_w_per_gpu"] = "aiperf took no GPU telemetry sample before its first request"
         return None
-    return sum(sum(w) / len(w) for w in samples.values()) / len(samples)
+    return sum(sum(w) / len(w) for w in watts.values()) / len(watts)

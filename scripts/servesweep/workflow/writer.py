@@ -250,8 +250,8 @@ class RunFiles:
         server, linger = self.selection.index.server(recipe, rehearsal), stacks.linger_s(recipe, rehearsal)
         checks = sum(len(self._checks.get(m, ())) for m in mates)
         if not rehearsal and stacks.held(recipe):  # sized for a deciding screen's wait and its variant in full
-            run, recipes = self.selection.run, self.selection.recipes
-            waiting = [(v, c) for m in deciding for v in (recipes[m].variant_name,) for c in run.curve_points(v)]
+            variants = [self.selection.recipes[m].variant_name for m in deciding]
+            waiting = [(v, c) for v in variants for c in self.selection.run.curve_points(v)]
             wait_s = max(self._deciding_until - time.time(), 0.0) if deciding else 0.0
             held_s = stacks.points_s(recipe, points + waiting) + checks * CHECK_S + wait_s
         else:
