@@ -1,7 +1,8 @@
-"""Grid against successive halving, both run for real in two workflow copies (each one snakemake
-run: halving's kept variants run on the stacks their screens started); prints each one's GPU-hours
-(from the results: GPUs x (benchmark + the startup of the stack the point started)), its verdict
-line, and halving's share of the grid's GPU-hours.
+"""Grid against successive halving and the model-based search, each run for real in a workflow copy
+of its own (each one snakemake run: halving's kept variants run on the stacks their screens started;
+the search chooses each trial once the last is in); prints each one's GPU-hours (from the results:
+GPUs x (benchmark + the startup of the stack the point started)), its verdict line, and its share of
+the grid's GPU-hours.
 
 ``--space local``: a space with a known answer, the mocker's sequence slots per replica x its
 speed-up ratio at c8 (the fastest engine with enough slots for every user holds the SLO with the
@@ -35,6 +36,7 @@ class Space:
     summary: str  # the target, whose Tuning section names the winner
     config: tuple[str, ...]
     halving: dict
+    trials: int  # the search's (under half the variants)
 
     @property
     def results(self) -> str:
@@ -42,12 +44,15 @@ class Space:
 
 
 SPACES = {
-    "local": Space("local-tune-mocker", "results/summary.md", (), {"target": 8, "keep": 0.2, "screen_share": 0.1}),
+    "local": Space(
+        "local-tune-mocker", "results/summary.md", (), {"target": 8, "keep": 0.2, "screen_share": 0.1}, trials=4
+    ),
     "seed": Space(
         "gemma4-livekit-tune-c150",
         "results/rehearsal/summary.md",
         ("--config", "cluster=hcm-hgx02", "rehearsal=1", "recipes=gemma4-livekit-tune-c150"),
         {"target": 150, "keep": 0.25, "screen_share": 0.25},
+        trials=5,
     ),
 }
 
@@ -66,6 +71,9 @@ def _write(wf: Path, space: Space, strategy: str, a: argparse.Namespace) -> None
     if strategy == "halving":
         given = {"screen_share": a.screen_share, "keep": a.keep}
         doc["sweep"] |= {"strategy": "halving", "halving": space.halving | {k: v for k, v in given.items() if v}}
+    if strategy == "search":
+        search = {"target": space.halving["target"], "trials": a.trials or space.trials, "seed": a.seed}
+        doc["sweep"] |= {"strategy": "search", "search": search}
     f.write_text(yaml.safe_dump(doc, sort_keys=False))
     if a.window:
         c = wf / "profiles" / "local" / "cluster.yaml"
@@ -133,16 +141,20 @@ def main() -> None:
     ap.add_argument("--window", type=float, help="seed: the rehearsal's benchmark window (s)")
     ap.add_argument("--screen-share", type=float, help="halving's screen_share (default: the space's)")
     ap.add_argument("--keep", type=float, help="halving's keep (default: the space's)")
+    ap.add_argument("--trials", type=int, help="the search's trials (default: the space's)")
+    ap.add_argument("--seed", type=int, default=0, help="the search's seed")
+    ap.add_argument("--strategies", default="grid,halving,search", help="which to run, the grid first")
     a = ap.parse_args()
     space = SPACES[a.space]
     used = {"duration"} if a.space == "local" else {"window"}
-    opts = {k: v for k, v in vars(a).items() if v and k in used | {"screen_share", "keep"}}
+    opts = {k: v for k, v in vars(a).items() if v and k in used | {"screen_share", "keep", "trials", "seed"}}
     given = " ".join(f"--{k.replace('_', '-')} {v:g}" for k, v in opts.items())
-    header(f"tuning strategies on {a.space}: grid vs successive halving",
+    header(f"tuning strategies on {a.space}: {a.strategies}",
            f"python bench/tuning_strategies.py --space {a.space} {given}")  # fmt: skip
     tmp = Path(tempfile.mkdtemp())
     out, billed = {}, {}
-    for strategy in ("grid", "halving"):
+    strategies = a.strategies.split(",")
+    for strategy in strategies:
         wf = copy_workflow(tmp / strategy, [space.recipe])
         _write(wf, space, strategy, a)
         wall = run(wf, space)
@@ -151,10 +163,11 @@ def main() -> None:
         billed[strategy] = cluster_hours(wf, space) if space.config else 0.0
         print(f"{strategy:8s} {points:2d} points on {stacks_started(wf, space)} stacks, {hours:.4f} GPU-h, "
               f"wall {wall:.0f} s: {verdict(wf, space)}")  # fmt: skip
-    print(f"halving / grid GPU-hours: {out['halving'] / out['grid']:.0%} (bound 50 %)")
-    if space.config:
-        print(f"as the cluster bills these trials: grid {billed['grid']:.1f} GPU-h, halving {billed['halving']:.1f} "
-              f"GPU-h: {billed['halving'] / billed['grid']:.0%}")  # fmt: skip
+    for strategy in (s for s in strategies if s != "grid" and "grid" in out):
+        print(f"{strategy} / grid GPU-hours: {out[strategy] / out['grid']:.0%} (bound 50 %)")
+        if space.config:
+            print(f"as the cluster bills these trials: grid {billed['grid']:.1f} GPU-h, {strategy} "
+                  f"{billed[strategy]:.1f} GPU-h: {billed[strategy] / billed['grid']:.0%}")  # fmt: skip
 
 
 if __name__ == "__main__":

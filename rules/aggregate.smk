@@ -11,6 +11,8 @@ rule summary:
         missing=paths.missing_file(CLUSTER, rehearsal=False),
         results=KIT.selected_results,
         swept=KIT.halving_results(checkpoints, RUN_FILES),  # after a halving sweep's screens
+        trials=KIT.search_results(RUN_FILES),  # a search's trials chosen so far
+        trial_gate=KIT.search_gate(checkpoints),  # the current round, as checkpoints
         capacity=KIT.selected_capacities,
         evals=KIT.selected_evals,
     output:
@@ -35,7 +37,7 @@ rule summary:
     shell:
         "servesweep summary --selection {input.selection:q} --out {output.md:q}"
         " --baseline={params.baseline:q} --capacity {input.capacity:q} --evals {input.evals:q}"
-        " -- {input.results:q} {input.swept:q} 2> {log:q}"
+        " -- {input.results:q} {input.swept:q} {input.trials:q} 2> {log:q}"
 
 
 rule rehearsal_summary:
@@ -44,6 +46,8 @@ rule rehearsal_summary:
         missing=paths.missing_file(CLUSTER, rehearsal=True),
         results=KIT.rehearsal_results(),
         swept=KIT.halving_results(checkpoints, RUN_FILES),
+        trials=KIT.search_results(RUN_FILES),
+        trial_gate=KIT.search_gate(checkpoints),
     output:
         md=str(paths.REHEARSAL_SUMMARY_MD),
         csv=str(paths.REHEARSAL_SUMMARY_CSV),
@@ -53,4 +57,4 @@ rule rehearsal_summary:
         SW_ENV
     shell:
         "servesweep summary --selection {input.selection:q} --out {output.md:q}"
-        " {input.results:q} {input.swept:q} 2> {log:q}"
+        " {input.results:q} {input.swept:q} {input.trials:q} 2> {log:q}"

@@ -15,7 +15,7 @@ import psutil
 import yaml
 
 from servesweep.render.cluster import all_clusters
-from servesweep.render.loading import load_recipe
+from servesweep.render.loading import load_recipe, load_recipes
 from servesweep.render.plan import render
 from servesweep.tools import workcopy
 
@@ -23,6 +23,24 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = workcopy.BIN
 LOCAL_RECIPES = ["local-agg-2x-mocker", "local-disagg-1p1d-mocker"]
 CLUSTERS = all_clusters(ROOT / "profiles")
+SWEPT = yaml.safe_load((ROOT / "recipes" / "local-tune-mocker.yaml").read_text())  # the local sweep
+
+
+def load_sweep(tmp_path, sweep: dict, **changes):
+    """local-tune-mocker with this sweep (and top-level changes), loaded from tmp_path/recipes."""
+    doc = dict(SWEPT, sweep=sweep, **changes)
+    f = tmp_path / "recipes" / f"{doc['name']}.yaml"
+    f.parent.mkdir(exist_ok=True)
+    f.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return load_recipes([f], CLUSTERS, root=tmp_path)
+
+
+def sweep_problems(tmp_path, sweep: dict, **changes) -> list[str]:
+    recipes, problems = load_sweep(tmp_path, sweep, **changes)
+    assert problems, [r.name for r in recipes]
+    return [f"{p.file}: {p.field}: {p.reason}" for p in problems]
+
+
 # what a stack's driver makes at start (run/credentials), as stand-in values for plans resolved in tests
 STACK_CREDENTIALS = {"nats_password": "n-test", "tls_ca_pem": "CA", "tls_cert_pem": "CERT", "tls_key_pem": "KEY"}
 ETCD_TLS_ENV = {"ETCD_AUTH_CA", "ETCD_AUTH_CLIENT_CERT", "ETCD_AUTH_CLIENT_KEY"}

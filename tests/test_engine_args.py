@@ -36,10 +36,16 @@ def wf(tmp_path_factory):
     return wf
 
 
+@pytest.fixture(scope="module")
+def validated(wf):
+    """One `servesweep validate` of every case's recipe: one parser run per engine venv for all."""
+    return servesweep("validate", *(f"recipes/args-{case}.yaml" for case in sorted(CASES)), cwd=wf, timeout=300)
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_a_bad_engine_flag_is_named_by_the_engines_own_parser(wf, case):
+def test_a_bad_engine_flag_is_named_by_the_engines_own_parser(validated, case):
     _, extra, field, reason = CASES[case]
-    r = servesweep("validate", f"recipes/args-{case}.yaml", cwd=wf, timeout=300)
+    r = validated
     assert r.returncode != 0 and "Traceback" not in r.stderr, r.stdout + r.stderr
     line = next((ln for ln in r.stderr.splitlines() if f"args-{case}.yaml: {field}:" in ln), None)
     flag = (extra or FRONTEND_ARGS.get(case))[0]

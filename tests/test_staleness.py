@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+from pathlib import Path
 
 import pytest
 
@@ -37,10 +39,11 @@ def summary_stale(wf) -> bool:
     return "rule summary:" in r.stdout + r.stderr
 
 
-@pytest.fixture
-def settled(tmp_path):
-    """A workflow copy whose every point and summary is up to date."""
-    wf = copy_workflow(tmp_path / "wf", LOCAL_RECIPES)
+@pytest.fixture(scope="module")
+def settled_once(tmp_path_factory):
+    """A workflow copy whose every point and summary is up to date: made once per module (four
+    snakemake runs), copied for each test."""
+    wf = copy_workflow(tmp_path_factory.mktemp("settled") / "wf", LOCAL_RECIPES)
     assert stale_points(wf) == ALL_POINTS
     for p in ALL_POINTS | {"results/summary.md", "results/summary.csv"}:
         (wf / p).parent.mkdir(parents=True, exist_ok=True)
@@ -51,6 +54,13 @@ def settled(tmp_path):
     assert r.returncode == 0, r.stderr
     assert stale_points(wf) == set()
     return wf
+
+
+@pytest.fixture
+def settled(settled_once, tmp_path):
+    """A copy of the module's settled workflow of this test's own (mtimes and Snakemake's records
+    kept, so it is as up to date as the original); no test changes the original."""
+    return Path(shutil.copytree(settled_once, tmp_path / "wf", symlinks=True))
 
 
 def edit(path, old, new):

@@ -12,28 +12,23 @@ import pytest
 import yaml
 
 from servesweep.contract import paths
-from servesweep.render.loading import load_recipes
 from servesweep.report.tuning import Standing, ranking, verdict_line
 from servesweep.tools.samples import result_doc
 from servesweep.workflow.halving import Screened, decide
 
-from helpers import CLUSTERS, ROOT, assert_no_strays, copy_workflow, kill_strays, snakemake
+from helpers import (
+    CLUSTERS,
+    SWEPT,
+    assert_no_strays,
+    copy_workflow,
+    kill_strays,
+    load_sweep,
+    snakemake,
+    sweep_problems,
+)
 
-BASE = yaml.safe_load((ROOT / "recipes" / "local-tune-mocker.yaml").read_text())
-
-
-def load(tmp_path, sweep: dict, **changes):
-    doc = dict(BASE, sweep=sweep, **changes)
-    f = tmp_path / "recipes" / f"{doc['name']}.yaml"
-    f.parent.mkdir(exist_ok=True)
-    f.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return load_recipes([f], CLUSTERS, root=tmp_path)
-
-
-def problems_of(tmp_path, sweep: dict, **changes) -> list[str]:
-    recipes, problems = load(tmp_path, sweep, **changes)
-    assert problems, [r.name for r in recipes]
-    return [f"{p.file}: {p.field}: {p.reason}" for p in problems]
+BASE = SWEPT
+load, problems_of = load_sweep, sweep_problems
 
 
 def test_the_product_of_axes_less_exclusions_with_linked_axes_moving_together(tmp_path):

@@ -27,32 +27,43 @@ def cmd_validate(a) -> int:
     recipes, problems = load_recipes(_recipe_files(a.files), clusters, a.cluster, root=Path.cwd())
     if problems:
         raise InputError(problems)
+    targets = {r.name: [c for c in r.clusters if a.cluster in (None, c)] for r in recipes}
+    reports = {  # one parser run per engine venv and cluster for every recipe named
+        c: _engine_arg_report([r for r in recipes if c in targets[r.name]], clusters[c])
+        for c in sorted({c for cs in targets.values() for c in cs})
+    }
     lines = []
     for r in recipes:
-        targets = [c for c in r.clusters if a.cluster in (None, c)]
-        lines.append(shown(f"ok  {r.source}  ({r.engine_kind}; clusters: {', '.join(targets) or 'none selected'})"))
-        for c in targets:
-            said, found = _engine_arg_lines(r, clusters[c])
-            lines += said
-            problems += found
+        where = ", ".join(targets[r.name]) or "none selected"
+        lines.append(shown(f"ok  {r.source}  ({r.engine_kind}; clusters: {where})"))
+        lines += [line for c in targets[r.name] for line in _engine_arg_lines(r.source, c, reports[c])]
+    problems += [p for report in reports.values() for p in report.problems]
     if problems:
         raise InputError(problems)
     print("\n".join(lines))
     return 0
 
 
-def _engine_arg_lines(recipe, cluster) -> tuple[list[str], list[Problem]]:
-    """What the engines' own parsers said of one recipe's argv on one cluster."""
+def _engine_arg_report(recipes: list, cluster):
+    """What the engines' own parsers say of these recipes' argv on one cluster."""
     from .render.plan import render
     from .workflow.engine_args import check_engine_args, pending
 
-    report = check_engine_args(pending(render(recipe, cluster, recipe.concurrency[0]), recipe), Path.cwd())
-    lines = [f"      args on {cluster.name}: {k} accepted by {v}" for (_, k), v in sorted(report.checked.items())]
-    lines += [
-        f"      args on {cluster.name}: {k} NOT parser-checked: {v}" for (_, k), v in sorted(report.skipped.items())
+    checks = [c for r in recipes for c in pending(render(r, cluster, r.concurrency[0]), r)]
+    return check_engine_args(checks, Path.cwd())
+
+
+def _engine_arg_lines(source: str, cluster: str, report) -> list[str]:
+    """One recipe's lines of a cluster's report."""
+    lines = [
+        f"      args on {cluster}: {k} accepted by {v}" for (f, k), v in sorted(report.checked.items()) if f == source
     ]
-    lines = [shown(line) for line in lines]
-    return lines, report.problems
+    lines += [
+        f"      args on {cluster}: {k} NOT parser-checked: {v}"
+        for (f, k), v in sorted(report.skipped.items())
+        if f == source
+    ]
+    return [shown(line) for line in lines]
 
 
 def cmd_plan(a) -> int:

@@ -99,7 +99,7 @@ def _entries(doc: dict, label: str, path: Path, where: tuple) -> list[tuple[dict
         expansion = sweep.expand(doc, None if known else schema("recipe.schema.yaml"), label)
     except sweep.SweepError as e:
         raise InputError(e.problems) from None
-    problems = sweep.halving_problems(doc, label)
+    problems = sweep.halving_problems(doc, label) + sweep.search_problems(doc, len(expansion.variants), label)
     if problems:
         raise InputError(problems)
     if key is not None:

@@ -9,7 +9,9 @@ startup and each point's time (its benchmark and its share of the idle between p
 recipes' latest results where there are any, and the job's bounds elsewhere; the *bound* takes every
 point at the time its job asks for (warm-up, run, grace) and the startup at its bound until one is
 measured. Probes and evals count at their bounds in both. A halving sweep's variants waiting for their
-screens count in full in the bound (all tied) and at the share its decision keeps in the expected one."""
+screens count in full in the bound (all tied) and at the share its decision keeps in the expected one;
+a search's trials still to choose count as its costliest variants in the bound and as an average one
+in the expected figure."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from ..contract.figures import gpu_hours
 from ..contract.paths import result_file
 from ..fileio.errors import InputError, Problem
 from .halving import keep_count
+from .search import settings
 from .selection import CHECK_S
 
 
@@ -144,6 +147,27 @@ def _kept_share(sel) -> dict[str, float]:
     }
 
 
+def _search_bill(sel, recipe: str, info: dict, chosen: int) -> tuple[str, tuple[int, float, float, int]]:
+    """A running search's line and what its trials still to choose add: (points, expected, bound,
+    stacks). The run's own bill (bill_lines, the summary's bill against the spend) is of the stacks
+    this run knows when it starts: the first round's."""
+    spec, candidates = settings(info), sel.searching[recipe]
+    left = min(spec["trials"], chosen + len(candidates)) - chosen
+    bills = sorted(
+        (_bill(sel, r.name, (r.name,), [(r.name, c) for c in r.concurrency], sel.index.reuse(r.name))
+         for r in candidates),
+        key=lambda b: b.gpu_h_bound, reverse=True,
+    )  # fmt: skip
+    points = sorted((len(r.concurrency) for r in candidates), reverse=True)[:left]
+    expected = left / len(candidates) * sum(b.gpu_h for b in bills)
+    line = (
+        f"sweep {recipe}: search: {chosen} of {chosen + left} trial(s) chosen so far; the other {left} chosen by "
+        f"optuna's TPE (seed {spec['seed']}, {spec['batch']} at a time) from the scores at c{spec['target']} as "
+        f"they come in, in this run: up to {sum(points)} point(s), counted in the bound"
+    )
+    return line, (sum(points), expected, sum(b.gpu_h_bound for b in bills[:left]), left)
+
+
 def bill_lines(bills: list[StackBill]) -> list[str]:
     if not bills:
         return []
@@ -212,17 +236,23 @@ def sweep_lines(sel, bills: list[StackBill], budget: float | None) -> list[str]:
             out.append(f"sweep {recipe}: halving: {screens} screen(s) first; then, in this run, the best {keep} of "
                        f"{len(waiting)} variant(s) (and any tied with them) in full on their screens' stacks: up to "
                        f"{full} point(s), counted in the bound")  # fmt: skip
-        elif deferred:
-            out.append(f"sweep {recipe}: halving: {len(deferred)} variant(s) not measured in full, e.g. "
+        elif deferred and not sel.searching.get(recipe):
+            out.append(f"sweep {recipe}: {info['strategy']}: {len(deferred)} variant(s) not measured in full, e.g. "
                        f"{next(iter(deferred))}: {next(iter(deferred.values()))}")  # fmt: skip
         mine = [b for b in bills if set(b.recipes) & names]
         points = sum(len(sel.run.curve_points(n)) for n in names) + full
         expected, bound = sum(b.gpu_h for b in mine), sum(b.gpu_h_bound for b in mine)
+        stacks = f"{len(mine)} stack(s)"
+        if sel.searching.get(recipe):
+            line, more = _search_bill(sel, recipe, info, len(names))
+            out.append(line)
+            points, expected, bound = points + more[0], expected + more[1], bound + more[2]
+            stacks += f" and up to {more[3]} more as trials are chosen"
         limit = budget if budget is not None else info.get("budget_gpu_h")
         out.append(
             f"sweep {recipe}: {len(info['variants'])} variant(s) ({len(info['excluded'])} excluded; "
             f"{len(names) - screens} selected in full, {screens} screen(s)), {points} point(s) to run "
-            f"on {len(mine)} stack(s), {expected:.2f} GPU-h expected, {bound:.2f} GPU-h bound"
+            f"on {stacks}, {expected:.2f} GPU-h expected, {bound:.2f} GPU-h bound"
             + (f" (budget {limit:g} GPU-h)" if limit is not None else "")
         )
         if limit is not None and bound > limit:

@@ -49,11 +49,13 @@ class RuleKit:
         self.searched: list[str] = self.searches.recipes  # the recipes with a capacity search
         self.submits_jobs = self.index.submits_jobs  # points run as cluster jobs and need resources
         # on a cluster: the recipes whose stack is a job of its own (known once the plans are written)
-        waiting = [r for rs in selection.pending.values() for r in rs]  # variants after their halving screens
+        # variants after their halving screens, or a search's not chosen yet
+        waiting = [r for rs in [*selection.pending.values(), *selection.searching.values()] for r in rs]
         self.held = [r.name for r in [*selection.selected, *waiting] if self.stacks.held(r.name)]
         self._kept: dict[str, list[str]] = {}  # a halving sweep decided in this run -> its kept variants' results
         if self.partial:  # a summary of what exists asks for no screen: no sweep waits for its decision
             selection.pending.clear()
+            selection.searching.clear()
         self._damaged: dict[str, set] = {}  # recipe -> its damaged results' marker names
 
     def _settings(self, workflow, config: dict, cluster: str, rehearsal: bool) -> None:
@@ -169,6 +171,42 @@ class RuleKit:
             raise IncompleteCheckpointException(rules[waiting[0]].rule, checkpoint_target(path))
         files.halving_decided(base, kept)
         return [paths.result_file(r.name, c, self.rehearsal) for r in kept for c in r.concurrency]
+
+    def search_results(self, files):
+        """The points of every variant a running search has chosen so far (the summary's input): each
+        round's variants are chosen once the last round's target points are in (``search_gate``), and
+        run at once, each curve on its servers' stack (``files``, the writer, is told)."""
+
+        def results(wildcards=None):
+            out = []
+            for base in sorted(self.selection.searching):
+                rep = self.selection.search_state(base)
+                for name in (n for n in rep.chosen if n in self.selection.added):  # the rest: selected_results
+                    files.search_chose(name)
+                    out += [paths.result_file(name, c, self.rehearsal) for c in self.recipes[name].concurrency]
+            if self.selection.searching:
+                files.write_selection()  # a finished search names its untried variants (written once per change)
+            return out
+
+        return results
+
+    def search_gate(self, checkpoints):
+        """Asks for each running search's current round as checkpoints: the summary's input is built
+        again once they are in, and ``search_results`` then chooses the next round."""
+
+        def gate(wildcards=None):
+            for base in sorted(self.selection.searching):
+                rep = self.selection.search_state(base)
+                target = self.selection.search_target(base)
+                for name in rep.waiting:
+                    rule = self._point_rule(checkpoints, name)
+                    rule.get(recipe=name, conc=target)  # raises until the trial has run
+                    # there, but not of its current plan: Snakemake counts it as done when it builds the DAG
+                    path = paths.result_file(name, target, self.rehearsal)
+                    raise IncompleteCheckpointException(rule.rule, checkpoint_target(path))
+            return []
+
+        return gate
 
     def _point_rule(self, checkpoints, recipe: str):
         if self.rehearsal:
@@ -329,6 +367,12 @@ class JobKit(RuleKit):
 
     def halving_results(self, checkpoints, files):
         return lambda wildcards=None: []  # a cluster job runs one point, never the summary
+
+    def search_results(self, files):
+        return lambda wildcards=None: []
+
+    def search_gate(self, checkpoints):
+        return lambda wildcards=None: []
 
     def capacity_curve(self, wildcards) -> str:
         raise RuntimeError(f"a cluster job does not decide capacity searches ({wildcards.recipe})")

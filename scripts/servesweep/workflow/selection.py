@@ -25,6 +25,7 @@ from .halving import decide_screens, halving_round, screens_of, standings, undec
 from .index import PointIndex
 from .memo import RenderMemo
 from .run_points import RunPoints
+from .search import not_tried, replay
 from .shared_stacks import SharedStacks
 from .sweep_checks import idle_axes
 
@@ -110,6 +111,7 @@ class Selection:
             raise InputError(idle)
         self.rehearsal = rehearsal
         self._halving_round()
+        self._search_round()
         self.points = [Point(r.name, c) for r in self.selected for c in r.concurrency]
         self.searches = CapacitySearches(self.index, self.selected)
         self.run = RunPoints(self.index, scope)
@@ -135,12 +137,46 @@ class Selection:
         self.decided: set[str] = set()  # the waiting sweeps decided in this run
         self.selected = [r for r in self.selected if r.name not in deferred]
 
+    def _search_round(self) -> None:
+        """The model-based searches so far, from their trials' current results: a finished search's
+        untried variants are deselected; an unfinished one keeps the trials chosen so far (this round's
+        run now) and its other variants wait: rulekit's ``search_results`` chooses them as results come in."""
+        self.searching: dict[str, list] = {}  # sweep -> its variants not chosen yet
+        self.added: set[str] = set()  # variants a search chose in this run
+        bases = sorted({r.sweep_of for r in self.selected if r.sweep_of and r.sweep["strategy"] == "search"})
+        for base in bases:
+            variants = [r for r in self.selected if r.sweep_of == base]
+            rep = replay(self.root, variants, self.rehearsal, self._plan_of)
+            self.not_run[base] = not_tried(variants, rep)
+            left = [r for r in variants if r.name not in rep.chosen]
+            if left:  # else (a few variants selected by name) every one is chosen: they run as selected
+                self.searching[base] = left
+        left = {name for base in bases for name in self.not_run[base]}
+        self.selected = [r for r in self.selected if r.name not in left]
+
+    def search_state(self, base: str):
+        """A searching sweep's replay now; once finished its untried variants are ``not_run``."""
+        variants = [r for r in self.recipes.values() if r.sweep_of == base and r.name in self._searched(base)]
+        rep = replay(self.root, variants, self.rehearsal, self._plan_of)
+        self.not_run[base] = not_tried(variants, rep)
+        self.added.update(n for n in rep.chosen if n not in {r.name for r in self.selected})
+        if rep.done:
+            self.decided.add(base)
+        return rep
+
+    def search_target(self, base: str) -> int:
+        return self.searching[base][0].sweep["search"]["target"]
+
+    def _searched(self, base: str) -> set[str]:
+        return {r.name for r in self.selected if r.sweep_of == base} | {r.name for r in self.searching[base]}
+
     def points_of(self, rehearsal: bool) -> list[Point]:
         """The points to render: the selected ones and those of variants waiting for their halving
         screens, or for rehearsal every point of every recipe."""
         if rehearsal:
             return [Point(r, c) for r in self.recipes for c in self.recipes[r].concurrency]
-        return self.points + [Point(r.name, c) for rs in self.pending.values() for r in rs for c in r.concurrency]
+        waiting = [r for rs in [*self.pending.values(), *self.searching.values()] for r in rs]
+        return self.points + [Point(r.name, c) for r in waiting for c in r.concurrency]
 
     def screens(self, base: str) -> list:
         return screens_of(self.selected, base)
@@ -164,9 +200,11 @@ class Selection:
         return [r for r in self.pending[base] if r.name not in self.not_run[base]]
 
     def reported(self) -> list:
-        """The recipes the summary reports: the selected ones and the variants a halving decision in
-        this run kept, in the order a later run's load selects them (its selection file is the same)."""
-        names = {r.name for r in self.selected} | {r.name for base in self.decided for r in self._kept(base)}
+        """The recipes the summary reports: the selected ones and the variants a halving decision or a
+        search in this run kept or chose, in the order a later run's load selects them (its selection
+        file is the same)."""
+        kept = {r.name for base in self.decided if base in self.pending for r in self._kept(base)}
+        names = {r.name for r in self.selected} | kept | self.added
         return [self.recipes[n] for n in self._order if n in names]
 
     def staleness(self) -> list:
@@ -190,7 +228,7 @@ class Selection:
     def check_engine_args(self) -> None:
         """Every selected recipe's argv through its engines' own parsers, in one batch per venv."""
         checks = []
-        for r in self.selected:
+        for r in self.selected + [r for rs in self.searching.values() for r in rs]:  # a search may choose any
             plan, _text = self.index.first_plan(r)
             checks += pending(plan, r)
         report = check_engine_args(checks, self.root)

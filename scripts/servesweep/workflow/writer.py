@@ -55,6 +55,7 @@ class RunFiles:
         self._searching: set[str] = set()  # recipes whose search, part of this run, may ask for more probes
         self._deciding: set[str] = set()  # halving screens whose sweep waits for its screens in this run
         self._deciding_until = 0.0  # when their stacks wait no longer (the screens' bound, one after another)
+        self._chosen: set[str] = set()  # variants a search chose (search_chose)
         # curve files are written only once jobs are about to run (onstart), never in a dry run and
         # never per job while the DAG is built: until then the curves to write are only noted
         self._running = False
@@ -281,6 +282,23 @@ class RunFiles:
                     halving_decided(path, screen.name, len(concs))
             elif concs:
                 self._write_curve(variant, rehearsal)
+        self.write_selection()
+
+    def search_chose(self, variant: str) -> None:
+        """A search chose this variant (rulekit's ``search_results``): its points run, on its own stack
+        or one it shares, and the selection file names it."""
+        sel, rehearsal = self.selection, self.selection.rehearsal
+        if variant in self._chosen:
+            return
+        self._chosen.add(variant)
+        for mate in sel.stacks.mates(variant, rehearsal):  # an earlier trial on the same servers (a rehearsal's
+            done = mate in self._chosen and not sel.run.stale_guess(mate, sel.recipes[mate].concurrency, rehearsal)
+            if done and mate != variant:  # mockers drop some settings): its stack served it, expects it no more
+                self._will_run.pop((mate, rehearsal), None)
+        concs = sel.recipes[variant].concurrency
+        concs = sel.run.stale_guess(variant, concs, rehearsal) if rehearsal else sel.run.curve_points(variant)
+        for conc in concs:
+            self.will_run(variant, conc, rehearsal)
         self.write_selection()
 
     def write_selection(self) -> None:
