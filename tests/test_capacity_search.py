@@ -67,10 +67,12 @@ def check_capacity(wf: Path, slo: float) -> dict:
     return cap
 
 
-def _tighter_slo(wf: Path, held: int) -> tuple[float, int]:
+def _tighter_slo(wf: Path, held: int) -> tuple[float, int | None]:
     """A tighter SLO under which the search must probe again below the old capacity, and that probe
     (decided by the search itself from the measured results, whatever their shape: at low
-    concurrency the mocker's TTFT is flat and its order is noise)."""
+    concurrency the mocker's TTFT is flat and its order is noise). Where that noise leaves no such
+    SLO (each gap between probes has its lower end slower, as under a CPU hog), one the known probes
+    decide alone with a lower capacity, and None: the search then reuses them and runs nothing."""
     from servesweep.capacity.search import Bounds, decide, probe_met
 
     bounds, docs = (
@@ -78,12 +80,18 @@ def _tighter_slo(wf: Path, held: int) -> tuple[float, int]:
         {c: json.loads((wf / f"results/{NAME}/c{c}.json").read_text()) for c in probes(wf)},
     )
     values = sorted({d["figures"]["ttft_s"]["p95"] for c, d in docs.items() if c <= held}, reverse=True)
+    decided = []
     for hi, lo in zip(values, values[1:], strict=False):
         slo = (hi + lo) / 2
         d = decide(bounds, {c: probe_met(doc, {"ttft_p95_s": slo}) for c, doc in docs.items() if c in bounds})
         if d.next is not None and d.next < held:
             return slo, d.next
-    pytest.fail(f"no SLO between the measured TTFT p95s below c{held} leaves a probe to run: {probes(wf)}")
+        moved = d.held is not None and d.missed is not None and d.held < held
+        if d.next is None and moved and d.missed - d.held <= BOUNDS["tolerance"]:
+            decided.append(slo)
+    if decided:
+        return decided[0], None
+    pytest.fail(f"no SLO between the measured TTFT p95s below c{held} moves the capacity: {probes(wf)}")
 
 
 def test_capacity_search_caches_probes_and_reuses_them_when_the_slo_tightens(cwf):
@@ -121,13 +129,18 @@ def test_capacity_search_caches_probes_and_reuses_them_when_the_slo_tightens(cwf
     _recipe(cwf, slo)
     r = snakemake(cwf, "-n", TARGET)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
-    assert f"next probe c{expected_next}," in r.stderr, r.stderr[-2000:]
-    assert re.findall(rf"wildcards: recipe={NAME}, conc=(\d+)", r.stdout + r.stderr) == [str(expected_next)]
+    listed = re.findall(rf"wildcards: recipe={NAME}, conc=(\d+)", r.stdout + r.stderr)
+    if expected_next is not None:
+        assert f"next probe c{expected_next}," in r.stderr, r.stderr[-2000:]
+    assert listed == ([str(expected_next)] if expected_next is not None else []), r.stderr[-2000:]
     with no_processes_left(cwf):
         r = snakemake(cwf, TARGET, timeout=900)
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     new = [int(m) for m in re.findall(rf"output: results/{NAME}/c(\d+)\.json", r.stdout + r.stderr)]
-    assert new and new[0] == expected_next and all(c < cap["capacity"] for c in new), (new, cap["capacity"])
+    if expected_next is None:  # decided by the probes already measured: none runs again
+        assert new == [], new
+    else:
+        assert new and new[0] == expected_next and all(c < cap["capacity"] for c in new), (new, cap["capacity"])
     after = probes(cwf)
     assert all(after[c] == first[c] for c in first), "no earlier probe was rerun"
     tight = check_capacity(cwf, slo)
