@@ -20,7 +20,7 @@ rule probe_plan:
         cluster=CLUSTER,
     shell:
         "servesweep plan {params.recipe:q} --cluster {params.cluster:q} --conc {wildcards.conc}"
-        " --out {output.plan:q} 2> {log:q}"
+        " --variant {wildcards.recipe:q} --out {output.plan:q} 2> {log:q}"
 
 
 rule capacity:

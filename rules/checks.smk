@@ -93,9 +93,9 @@ if HELD:
             " 2>&1 | tee {log:q}"
 
 
-# An engine profile (servesweep/run/profile.py): the recipe's stack started from the profile's own plan
-# (the profiler on: render/profiling), a short load of its own, each role's traces and an index. Its own
-# target, never a point: the points' plans and results do not change with the recipe's profile section.
+# An engine profile (servesweep/run/profile.py): a turn on the recipe's stack, whose engines start with
+# the profiler idle (render/profiling; or a stack of its own, profile.stack own), a short load of its
+# own, each role's traces and an index. Its own target, never a point's figures.
 rule profile:
     input:
         plan=KIT.profile_input(paths.PROFILE_PLAN),
@@ -112,3 +112,31 @@ rule profile:
         point_slots=1,
     shell:
         "servesweep run-profile {input.plan:q} {input.settings:q} {output.profile:q} 2>&1 | tee {log:q}"
+
+
+if HELD:
+
+    localrules:
+        held_profile,
+
+    ruleorder: held_profile > profile
+
+    # A profile sharing a held stack (Slurm): a step of that stack's job, as its points are.
+    rule held_profile:
+        input:
+            plan=KIT.profile_input(paths.PROFILE_PLAN),
+            settings=KIT.profile_input(paths.PROFILE_SETTINGS),
+        output:
+            profile=directory(paths.PROFILE),
+        log:
+            paths.PROFILE_LOG,
+        wildcard_constraints:
+            recipe=KIT.held_profile_pattern(),
+        priority: KIT.check_priority()
+        conda:
+            SW_ENV
+        params:
+            site=KIT.slurm_site,
+        shell:
+            "servesweep run-held-check profile {input.plan:q} {input.settings:q} {output.profile:q} {params.site:q}"
+            " 2>&1 | tee {log:q}"

@@ -118,6 +118,8 @@ def _set(doc, path, value):
 
 def _plans(recipe_doc: dict, cluster: Cluster | None, local: Cluster) -> list[dict]:
     """The recipe's plan on ``cluster`` (if it may run there) and its rehearsal on ``local``."""
+    if "profile" in recipe_doc:  # a leaf alone: the section needs its kind (a shared one arms every plan)
+        recipe_doc = {**recipe_doc, "profile": {"kind": "torch", **recipe_doc["profile"]}}
     r = Recipe(recipe_doc["name"], "probe", recipe_doc)
     conc = recipe_doc["concurrency"][0]
     home = CLUSTERS[recipe_doc["clusters"][0]]
@@ -126,10 +128,9 @@ def _plans(recipe_doc: dict, cluster: Cluster | None, local: Cluster) -> list[di
 
 
 def _profile(r: Recipe, cluster: Cluster) -> list[dict]:
-    """A profile section's own plan and settings (render/profiling): what its leaves change, never a point's."""
+    """A profile section's plan and settings (render/profiling): what its leaves change."""
     if "profile" not in r.doc:
         return []
-    r = Recipe(r.name, r.source, {**r.doc, "profile": {"kind": "torch", **r.doc["profile"]}})  # a leaf alone
     if profiling.problems(r) or profiling.cluster_problems(r, cluster):
         raise ValueError("the profile section is refused")
     return list(profiling.profile_files(r, render(r, cluster, profiling.concurrency(r))))

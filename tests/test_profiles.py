@@ -21,7 +21,7 @@ from servesweep.render.plan import render
 from servesweep.report.profiles import profiles_section
 from servesweep.run import profile as run_profile
 
-from helpers import CLUSTERS, ROOT, copy_workflow, no_processes_left, servesweep, snakemake
+from helpers import CLUSTERS, ROOT, copy_workflow, no_processes_left, snakemake
 
 
 def _recipe(tmp_path: Path, name: str, profile: dict | None, mutate=None):
@@ -40,10 +40,10 @@ def _problems(tmp_path: Path, name: str, profile: dict, cluster: str) -> list[st
     return [f"{p.field}: {p.reason}" for p in problems]
 
 
-def test_profile_section_changes_no_point_plan(tmp_path):
+def test_an_own_stack_profile_changes_no_point_plan(tmp_path):
     name = "local-agg-2x-vllm-cpu"
     plain = load_recipe(_recipe(tmp_path, name, None))
-    profiled = load_recipe(_recipe(tmp_path, name, {"kind": "torch", "window_s": 3}))
+    profiled = load_recipe(_recipe(tmp_path, name, {"kind": "torch", "window_s": 3, "stack": "own"}))
     for conc in plain.concurrency:
         assert render(profiled, CLUSTERS["local"], conc) == render(plain, CLUSTERS["local"], conc)
     point = render(plain, CLUSTERS["local"], 2)
@@ -52,6 +52,27 @@ def test_profile_section_changes_no_point_plan(tmp_path):
     assert plan["fingerprints"]["plan"] != point["fingerprints"]["plan"]
     assert plan["fingerprints"]["server"] != point["fingerprints"]["server"]
     assert plan["stack"]["reuse"] is False and plan["point"] == 2 and settings["concurrency"] == 2
+    assert settings["stack"] == "own"
+
+
+def test_a_shared_profile_arms_every_point_and_is_the_point_plan_at_its_concurrency(tmp_path):
+    """The default: the points' stack starts with the profiler configured (one stack for the points
+    and the profile); the window, the concurrency and the load change no point's plan."""
+    name = "local-agg-2x-vllm-cpu"
+    plain = load_recipe(_recipe(tmp_path, name, None))
+    profiled = load_recipe(_recipe(tmp_path, name, {"kind": "torch", "window_s": 3}))
+    longer = load_recipe(_recipe(tmp_path, name, {"kind": "torch", "window_s": 9, "concurrency": 5}))
+    local = CLUSTERS["local"]
+    for conc in plain.concurrency:
+        point = render(profiled, local, conc)
+        assert point["fingerprints"]["server"] != render(plain, local, conc)["fingerprints"]["server"]
+        assert all("--profiler-config" in p["argv"] for p in point["processes"] if p["role"] == "agg")
+        assert render(longer, local, conc) == point
+    point = render(profiled, local, 2)
+    plan, settings = profiling.profile_files(profiled, point)
+    assert plan == point and settings["stack"] == "shared" and plan["stack"]["reuse"] is True
+    rehearsed = render(profiled, CLUSTERS["slurm-hgx02"], 2, rehearsal=local) if "slurm-hgx02" in CLUSTERS else None
+    assert rehearsed is None or not any("--profiler-config" in p["argv"] for p in rehearsed["processes"])
 
 
 def test_vllm_profile_plan_turns_the_torch_profiler_on_for_each_replica(tmp_path):
@@ -160,7 +181,7 @@ def test_summary_links_each_profile_on_disk(tmp_path):
 
 def test_dry_run_lists_the_profile_alone_and_refuses_another_concurrency(tmp_path):
     wf = copy_workflow(tmp_path / "wf", recipes=[])
-    _recipe(wf / "recipes", "local-agg-2x-vllm-cpu", {"kind": "torch", "window_s": 3})
+    _recipe(wf / "recipes", "local-agg-2x-vllm-cpu", {"kind": "torch", "window_s": 3, "stack": "own"})
     target = paths.profile_dir("local-agg-2x-vllm-cpu", 2)
     r = snakemake(wf, "-n", target, "--config", "recipes=local-agg-2x-vllm-cpu")
     assert r.returncode == 0, r.stderr[-3000:]
@@ -230,38 +251,45 @@ class _Ctx:
 
 
 @pytest.mark.integration
-def test_real_vllm_profile_names_the_model_operators_and_leaves_the_point_alone(tmp_path):
-    """One vLLM replica on the CPU started with its torch profiler, 8 engine steps recorded (a trace of
+def test_real_vllm_profile_on_the_points_stack_names_the_model_operators_and_leaves_the_point_alone(tmp_path):
+    """One vLLM replica on the CPU whose stack starts with its torch profiler idle (profile.stack shared,
+    the default); one run asks for the point and the profile: one engine start, the point measured
+    un-profiled and the profile a turn of its own on the same stack, 8 engine steps recorded (a trace of
     ~1 MB, written at once; a window of seconds writes ~40 MB per second on the CPU and is run by hand:
-    docs/checks.md): the trace names the model's operators; the point keeps its plan and gets no result."""
+    docs/checks.md). The trace names the model's operators; the profile leaves the point as it was."""
     wf = copy_workflow(tmp_path / "wf", recipes=[])
     name = "local-vllm-profile"
     _recipe(wf / "recipes", "local-agg-2x-vllm-cpu", {"kind": "torch", "steps": 8}, _one_replica)
-    target = paths.profile_dir(name, 2)
+    target, point = paths.profile_dir(name, 2), paths.result_file(name, 2)
     with no_processes_left(wf):
-        r = snakemake(wf, target, timeout=900)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-5000:]
+        r = snakemake(wf, point, target, timeout=900)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-5000:]
+    assert out.count("stack: starting stack") == 1, out[-5000:]  # the point and the profile: one engine start
     index = json.loads((wf / target / paths.PROFILE_INDEX).read_text())
+    result = json.loads((wf / point).read_text())
+    assert index["identity"]["stack"] == result["identity"]["stack"]["id"]
     (row,) = index["processes"]
     assert row["role"] == "agg" and index["load"]["answered"] > 0 and index["profile"]["steps"] == 8
+    assert index["profile"]["stack"] == "shared"
     text = b"".join(_trace_bytes(wf / target / f["path"]) for f in row["files"])
     # the Llama layers' operators as the engine runs them (CPU: oneDNN's packed linear; GPU: aten::mm)
     assert any(op in text for op in (b"weight_packed_linear", b"aten::mm", b"aten::linear")), row["files"]
     for op in (b"unified_attention", b"rotary_embedding", b"aten::silu", b"aten::rsqrt"):
         assert op in text, op
-    assert not (wf / paths.result_file(name, 2)).exists()  # the profiled load is no point's result
-    # the point's plan (written by the same run) is the one the recipe renders without the section
-    point_plan = json.loads((wf / paths.plan_file(name, 2)).read_text())
-    source = wf / "recipes" / f"{name}.yaml"
-    source.write_text(yaml.safe_dump({k: v for k, v in yaml.safe_load(source.read_text()).items() if k != "profile"}))
-    r = servesweep("plan", f"recipes/{name}.yaml", "--conc", "2", cwd=wf)
-    assert r.returncode == 0 and json.loads(r.stdout)["fingerprints"] == point_plan["fingerprints"], r.stderr
+    # the profile is no point's figure: the point's result is the point's own, and nothing is stale
+    assert result["figures"]["requests_completed"] > 0 and not (wf / target / "c2.json").exists()
+    before = (wf / point).read_bytes()
+    r = snakemake(wf, "-n", point, target)
+    assert r.returncode == 0 and "Nothing to be done" in r.stdout + r.stderr, (r.stdout + r.stderr)[-3000:]
+    assert (wf / point).read_bytes() == before
 
 
 def _one_replica(doc: dict) -> None:
     doc["name"] = "local-vllm-profile"
     doc["topology"]["aggregated"]["replicas"] = 1
     doc["concurrency"] = [2]
+    doc["scenario"]["duration_s"] = 4
     doc.pop("evals", None)
 
 
@@ -270,15 +298,25 @@ def _trace_bytes(path: Path) -> bytes:
     return gzip.decompress(data) if path.suffix == ".gz" else data
 
 
-def test_slurm_dry_run_sizes_the_profile_job_from_the_stack_and_wraps_it_in_nsys(tmp_path):
-    """A profile at a concurrency no point has: its job is the stack's shape; its plan runs nsys."""
+def test_slurm_dry_run_runs_a_shared_profile_on_the_held_stack_and_sizes_an_own_one_from_it(tmp_path):
+    """A profile at a concurrency no point has, on slurm-hgx02: shared (the default), a step of the
+    recipe's held stack whose every plan runs nsys; own, a job of its own sized like the stack."""
     name = "gemma4-hgx02-4x-tp2-sglang"
     wf = copy_workflow(tmp_path / "wf", recipes=[])
     _recipe(wf / "recipes", name, {"kind": "nsys", "window_s": 4, "concurrency": 3})
     r = snakemake(wf, "-n", paths.profile_dir(name, 3), profile="profiles/slurm-hgx02", timeout=300)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    assert "rule held_profile:" in r.stdout and "rule profile:" not in r.stdout, r.stdout[-3000:]
+    for plan_file in (paths.profile_plan_file(name, 3), paths.plan_file(name, 3), paths.plan_file(name, 1)):
+        plan = json.loads((wf / plan_file).read_text()) if (wf / plan_file).exists() else None
+        if plan is None:
+            continue
+        engines = [p for p in plan["processes"] if p["role"] == "agg"]
+        assert len(engines) == 4 and all(p["argv"][:2] == ["nsys", "profile"] for p in engines), plan_file
+        assert all("--capture-range-end=repeat" in p["argv"] for p in engines)  # the engine goes on serving
+    _recipe(wf / "recipes", name, {"kind": "nsys", "window_s": 4, "concurrency": 3, "stack": "own"})
+    r = snakemake(wf, "-n", paths.profile_dir(name, 3), profile="profiles/slurm-hgx02", timeout=300)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     assert "rule profile:" in r.stdout and "gres=gpu:8" in r.stdout, r.stdout[-3000:]
     plan = json.loads((wf / paths.profile_plan_file(name, 3)).read_text())
-    engines = [p for p in plan["processes"] if p["role"] == "agg"]
-    assert len(engines) == 4 and all(p["argv"][:2] == ["nsys", "profile"] for p in engines)
-    assert plan["point"] == 3 and plan["launcher"] == "slurm"
+    assert plan["point"] == 3 and plan["launcher"] == "slurm" and plan["stack"]["reuse"] is False

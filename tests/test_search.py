@@ -11,6 +11,7 @@ import time
 import pytest
 import yaml
 
+from servesweep.contract import paths
 from servesweep.contract.paths import result_file
 from servesweep.tools.samples import result_doc
 from servesweep.workflow.search import replay
@@ -90,8 +91,6 @@ def test_a_resumed_search_reruns_nothing_and_a_result_of_another_plan_is_measure
         ({"target": 16, "trials": 4}, {}, "sweep.search.target", "not one of the recipe's concurrencies"),
         ({"target": 8, "trials": 9}, {}, "sweep.search.trials", "9 trials for 9 variants"),
         ({"target": 8, "trials": 3, "batch": 4}, {}, "sweep.search.batch", "more than the 3 trials"),
-        ({"target": 8, "trials": 3}, {"capacity": {"min": 2, "max": 8, "tolerance": 2}}, "capacity",
-         "needs grid or halving"),
     ],
 )  # fmt: skip
 def test_a_bad_search_is_refused_naming_the_field(tmp_path, search, changes, field, says):
@@ -103,9 +102,9 @@ def test_a_bad_search_is_refused_naming_the_field(tmp_path, search, changes, fie
 
 @pytest.mark.integration
 def test_a_search_chooses_its_trials_in_one_run_each_on_a_stack_of_its_own(tmp_path):
-    """4 variants, 2 trials, one snakemake run: the second trial is chosen once the first is in; two
-    engine starts in all; the summary says which variants the search never tried; a rerun has
-    nothing to do."""
+    """4 variants, 2 trials, one snakemake run: the second trial is chosen once the first is in, and
+    each trial's capacity search runs on its stack as it is chosen; two engine starts in all; the
+    summary says which variants the search never tried; a rerun has nothing to do."""
     wf = copy_workflow(tmp_path / "wf", ["local-tune-mocker"])
     f = wf / "recipes" / "local-tune-mocker.yaml"
     doc = yaml.safe_load(f.read_text())
@@ -115,6 +114,7 @@ def test_a_search_chooses_its_trials_in_one_run_each_on_a_stack_of_its_own(tmp_p
                  "speed": {"field": "engine.args[--speedup-ratio]", "values": [1, 2]}},
         "strategy": "search", "search": {"target": 8, "trials": 2},
     }  # fmt: skip
+    doc["capacity"] = {"min": 4, "max": 16, "tolerance": 8}
     f.write_text(yaml.safe_dump(doc, sort_keys=False))
     since = time.time()
     try:
@@ -129,10 +129,16 @@ def test_a_search_chooses_its_trials_in_one_run_each_on_a_stack_of_its_own(tmp_p
     assert out.count("stack: starting stack") == 2, out[-4000:]
     measured = sorted(p.name for p in (wf / "results").glob("local-tune-mocker.*") if (p / "c8.json").exists())
     assert len(measured) == 2, measured
+    for name in measured:  # each trial's capacity, decided in this run (the second's chosen mid-run)
+        capacity = json.loads((wf / paths.capacity_file(name)).read_text())
+        assert capacity["recipe"] == name, capacity
     part = (wf / "results/summary.md").read_text().split("## Tuning `local-tune-mocker`", 1)[1]
     assert part.count("not tried by the search (2 trials of 4 variants") == 2, part
     again = snakemake(wf, "-n", "results/summary.md")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr, again.stdout[-3000:]
+    # a finished search chooses nothing more: its untried variants are said as such, no trial is pending
+    assert "chosen so far" not in again.stderr and "as trials are chosen" not in again.stderr, again.stderr
+    assert "search: 2 variant(s) not measured in full" in again.stderr, again.stderr
 
 
 def test_the_seed_sweep_as_a_search_submits_one_trial_first_and_bills_its_trials_not_the_grid(tmp_path):

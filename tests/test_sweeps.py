@@ -23,6 +23,7 @@ from helpers import (
     copy_workflow,
     kill_strays,
     load_sweep,
+    servesweep,
     snakemake,
     sweep_problems,
 )
@@ -218,6 +219,23 @@ def test_selecting_a_sweep_by_name_selects_its_variants(tmp_path):
     ]
 
 
+def test_a_variants_plan_is_rendered_by_name_and_a_sweep_file_alone_is_refused(tmp_path):
+    """`servesweep plan` on a sweep's file (what rule probe_plan runs for a variant's probe decided
+    mid-run): the variant named with --variant, else a refusal naming the choice, never a traceback."""
+    source = "recipes/gemma4-livekit-tune-c150.yaml"
+    r = servesweep("plan", source, "--conc", "7")
+    assert r.returncode == 2 and "sweep: a sweep of 12 variants; name one with --variant" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    name = "gemma4-livekit-tune-c150.mnbt-4096_pls-4_layout-4xtp2"
+    out = tmp_path / "probe.plan.json"
+    r = servesweep("plan", source, "--conc", "150", "--variant", name, "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    plan = json.loads(out.read_text())
+    assert plan["recipe"] == name and plan["point"] == 150
+    r = servesweep("plan", source, "--variant", "gemma4-livekit-tune-c150.nope")
+    assert r.returncode == 2 and "no variant 'gemma4-livekit-tune-c150.nope'" in r.stderr, r.stderr
+
+
 # -- exact staleness per variant: real dry runs on a copy whose points are marked up to date --
 
 
@@ -273,12 +291,14 @@ def test_a_sweep_over_its_budget_is_refused_before_anything_runs(tmp_path):
     assert ok.returncode == 0 and "sweep local-tune-mocker: 3 variant(s)" in ok.stderr
 
 
-def _run_sweep(tmp_path, concurrency: list[int], duration_s: float, sweep: dict):
-    """local-tune-mocker with this sweep, run for real to its summary: (the workflow, snakemake's run)."""
+def _run_sweep(tmp_path, concurrency: list[int], duration_s: float, sweep: dict, **more):
+    """local-tune-mocker with this sweep (and ``more`` recipe fields), run for real to its summary:
+    (the workflow, snakemake's run)."""
     wf = copy_workflow(tmp_path / "wf", ["local-tune-mocker"])
     f = wf / "recipes" / "local-tune-mocker.yaml"
     doc = yaml.safe_load(f.read_text())
     doc["concurrency"], doc["scenario"]["duration_s"], doc["sweep"] = concurrency, duration_s, sweep
+    doc |= more
     f.write_text(yaml.safe_dump(doc, sort_keys=False))
     since = time.time()
     try:
@@ -318,22 +338,30 @@ def test_a_real_sweep_starts_one_stack_per_server_configuration_and_ranks_its_va
 @pytest.mark.integration
 def test_a_halving_sweep_runs_in_one_run_and_its_kept_variants_on_their_screens_stacks(tmp_path):
     """2 variants screened at c8, the better half kept: one snakemake run measures the screens, decides,
-    and runs the kept variant's full curve on the stack its screen started (2 engine starts in all); the
-    summary says why the other was not measured; the next dry run has nothing to do."""
+    and runs the kept variant in full on the stack its screen started (2 engine starts in all): its
+    curve, its capacity search's probes and its eval; the summary says why the other was not
+    measured; the next dry run has nothing to do."""
     sweep = {
         "axes": {"seqs": {"field": "engine.args[--max-num-seqs]", "values": [1, 8]}},
         "strategy": "halving",
         "halving": {"target": 8, "keep": 0.5, "screen_share": 0.5},
     }
-    wf, r = _run_sweep(tmp_path, [4, 8], 6, sweep)
+    # tolerance 2 over c4..c16: a probe at c6, c12 or c16 beside the listed c4 and c8, on the same stack
+    more = {"capacity": {"min": 4, "max": 16, "tolerance": 2}, "evals": {"mmlu": {"tasks": ["abstract_algebra"]}}}
+    wf, r = _run_sweep(tmp_path, [4, 8], 6, sweep, **more)
     out = r.stdout + r.stderr
     assert out.count("stack: starting stack") == 2, out[-4000:]
     full = {n: sorted(paths.point_files(wf / "results" / f"local-tune-mocker.seqs-{n}")) for n in (1, 8)}
     kept = [n for n, found in full.items() if found]
-    assert len(kept) == 1 and [c for c, _ in full[kept[0]]] == [4, 8], full
-    screen = json.loads((wf / f"results/local-tune-mocker.seqs-{kept[0]}.screen/c8.json").read_text())
+    assert len(kept) == 1 and {4, 8} < {c for c, _ in full[kept[0]]}, full  # a probe beside the points
+    name = f"local-tune-mocker.seqs-{kept[0]}"
+    screen = json.loads((wf / f"results/{name}.screen/c8.json").read_text())
     ids = {json.loads(p.read_text())["identity"]["stack"]["id"] for _, p in full[kept[0]]}
     assert ids == {screen["identity"]["stack"]["id"]}, (ids, screen["identity"]["stack"])
+    # the kept variant's capacity search and eval ran in this run, on its stack
+    assert (wf / paths.capacity_file(name)).is_file() and (wf / paths.eval_file(name, "mmlu")).is_file()
+    evaluation = json.loads((wf / paths.eval_file(name, "mmlu")).read_text())
+    assert evaluation["identity"]["stack"] == screen["identity"]["stack"]["id"], evaluation["identity"]
     part = (wf / "results/summary.md").read_text().split("## Tuning `local-tune-mocker`", 1)[1]
     assert part.count("screened out: ") == 1 and "waits for the halving screens" not in part
     again = snakemake(wf, "-n", "results/summary.md")

@@ -77,7 +77,11 @@ def cmd_plan(a) -> int:
     recipes, problems = load_recipes([Path(a.recipe)], clusters, a.cluster)
     if problems:
         raise InputError(problems)
-    (recipe,) = recipes
+    named = [r for r in recipes if a.variant in (None, r.name)]
+    if len(named) != 1:  # a sweep's file holds its variants (and a halving sweep's screens)
+        said = f"no variant {a.variant!r}" if a.variant else f"a sweep of {len(recipes)} variants"
+        raise InputError([Problem(a.recipe, "sweep", f"{said}; name one with --variant, e.g. {recipes[0].name}")])
+    (recipe,) = named
     cluster_name = a.cluster or recipe.clusters[0]
     if cluster_name not in recipe.clusters:
         raise InputError([Problem(recipe.source, "clusters", f"recipe does not run on cluster {cluster_name!r}")])
@@ -202,10 +206,10 @@ def _add_run_parsers(sub) -> None:
     h.add_argument("--partition", default="")
     h.add_argument("--account", default="")
     h.set_defaults(func=cmd_run_held_point)
-    hc = sub.add_parser("run-held-check", help="run a check (smoke, eval) on its recipe's held stack (Slurm)")
-    hc.add_argument("check", choices=["smoke", "eval"])
+    hc = sub.add_parser("run-held-check", help="run a check (smoke, eval, profile) on its recipe's held stack (Slurm)")
+    hc.add_argument("check", choices=["smoke", "eval", "profile"])
     hc.add_argument("plan")
-    hc.add_argument("inputs", help="the request set (smoke) or the eval's settings file")
+    hc.add_argument("inputs", help="the request set (smoke), the eval's or the profile's settings file")
     hc.add_argument("out")
     hc.add_argument("--partition", default="")
     hc.add_argument("--account", default="")
@@ -220,9 +224,7 @@ def _as_program(argv: list[str] | None) -> list[str] | None:
     return argv
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="servesweep", description="LLM-serving benchmark sweeps")
-    sub = ap.add_subparsers(dest="cmd", required=True)
+def _add_render_parsers(sub) -> None:
     v = sub.add_parser("validate", help="validate recipes against the clusters they declare")
     v.add_argument("files", nargs="*", help="recipe files (default: recipes/*.yaml)")
     v.add_argument("--cluster", help="only check against this cluster")
@@ -233,7 +235,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--conc", type=int)
     p.add_argument("--rehearsal", action="store_true", help="engines replaced by the mocker, run locally")
     p.add_argument("--out", help="write the plan file (canonical JSON) instead of printing it")
+    p.add_argument("--variant", help="the recipe of this name in the file (a sweep's variant)")
     p.set_defaults(func=cmd_plan)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="servesweep", description="LLM-serving benchmark sweeps")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    _add_render_parsers(sub)
     _add_run_parsers(sub)
     k = sub.add_parser("keep-stack", help="(internal) own one curve's warm stack for the points that join it")
     k.add_argument("plan")

@@ -17,6 +17,7 @@ from .cluster import Cluster
 from .kinds.dynamo_frontend import FRONTEND
 from .plantext import POINT_KEYS, LayoutTexts
 from .ports import PortAllocator, binding_collisions, usable_slots
+from .profiling import arm_points
 from .recipe import PLACEHOLDER, RUNTIME_PLACEHOLDERS, Recipe
 
 REHEARSAL_MODEL = "tiny-llama"
@@ -133,6 +134,8 @@ def layout(recipe: Recipe, cluster: Cluster, rehearsal: Cluster | None = None) -
     _check_ports(procs, alloc, cluster, one_host=run_cluster.launcher == "local")
     client = "balancer" if balancer else (frontends or [p for p in procs if p.registers or p.role == "agg"])[0].name
     plan = _plan_doc(recipe, cluster, rehearsal, doc, kind, image, roles, slots, procs)
+    if rehearsal is None:
+        arm_points(recipe, plan, kind)  # a profile sharing the stack: its engines start with the profiler idle
     limits.check(plan, recipe.doc, recipe.source)
     plan.update(_data(doc, cluster, rehearsal))
     plan.update(

@@ -1,10 +1,14 @@
-"""A recipe's ``profile`` section: its checks, and the profile's own plan and settings.
+"""A recipe's ``profile`` section: its checks, the profiler its stack starts with, and the
+profile's plan and settings.
 
-The profile runs on the recipe's stack started with the engine's profiler on (a start-up flag or
-variable, or the processes wrapped in ``nsys``), so it gets a plan of its own beside the points'
-(``.plans/<recipe>/profile-c<conc>.plan.json``): the points' plans never change with the section,
-and a profiled engine's figures never land in a point (profiling slows the engine). The settings
-file says which processes to start and stop, with which request, and where their traces go."""
+A profiled engine starts differently (a start-up flag or variable, or its process wrapped in
+``nsys``). With ``stack: shared`` (the default) every plan of the recipe starts the profiled roles'
+processes with the profiler configured but idle, so the profile is one more turn on the recipe's
+warm or held stack (no engine start of its own), taken between points: a point's window never
+overlaps a capture. With ``stack: own`` the points' plans never change with the section and the
+profile gets a stack of its own. Either way the profile's plan sits beside the points'
+(``.plans/<recipe>/profile-c<conc>.plan.json``) with a settings file that says which processes to
+start and stop, with which request, and where their traces go."""
 
 from __future__ import annotations
 
@@ -21,13 +25,14 @@ from . import kinds
 
 SETTINGS_SCHEMA = "servesweep.profile-settings/1"
 DEFAULT_WINDOW_S = 5.0
-# nsys's capture range follows the engine's own start/stop (vLLM's cuda profiler, SGLang's CUDA_PROFILER)
-# (stop-shutdown: nsys writes its report when the range ends, not when the stack is stopped)
+# nsys's capture range follows the engine's own start/stop (vLLM's cuda profiler, SGLang's CUDA_PROFILER);
+# repeat: a report per range, written when it ends, the process going on serving (stop-shutdown would
+# end a shared stack's engine; plain stop writes the report only when the process exits)
 NSYS = [
     "nsys",
     "profile",
     "--capture-range=cudaProfilerApi",
-    "--capture-range-end=stop-shutdown",
+    "--capture-range-end=repeat",
     "--trace=cuda,nvtx,osrt",
 ]
 
@@ -74,26 +79,57 @@ def concurrency(recipe) -> int | None:
     return None if prof is None else prof.get("concurrency") or recipe.concurrency[0]
 
 
+def shared(recipe) -> bool:
+    """Whether the recipe's profile is a turn on its points' stack (their plans carry the profiler)."""
+    prof = section(recipe)
+    return prof is not None and prof.get("stack", "shared") == "shared"
+
+
+def _profiled(recipe, plan: dict) -> list[dict]:
+    """The plan's processes the section profiles (engine roles only)."""
+    roles = section(recipe).get("roles") or [r.name for r in recipe.roles()]
+    return [p for p in plan["processes"] if p["role"] in roles and p["role"] in ENGINE_ROLES]
+
+
+def arm_points(recipe, plan: dict, kind_name: str) -> None:
+    """A point's plan (render/plan, in place): armed where the recipe's profile shares its stack."""
+    if shared(recipe) and kinds.get(kind_name).profiler:
+        arm(recipe, plan, kind_name)
+
+
+def arm(recipe, plan: dict, kind_name: str) -> None:
+    """Give the profiled roles' processes the profiler, configured but idle until its start request."""
+    prof, profiler = section(recipe), kinds.get(kind_name).profiler
+    steps = prof.get("steps") if profiler.steps_at_start else None
+    for p in _profiled(recipe, plan):
+        argv, env = profiler.enable(prof["kind"], _traces(prof, p["name"]), steps)
+        p["argv"] = p["argv"] + argv
+        p["env"] = {**p["env"], **env}
+        if prof["kind"] == "nsys":
+            p["argv"] = [*NSYS, "--output", f"{{run_dir}}/{p['name']}", *p["argv"]]
+
+
+def _traces(prof: dict, process: str) -> str:
+    # nsys makes no folder: its reports land in the run dir, named after the process
+    return "{run_dir}" if prof["kind"] == "nsys" else f"{{run_dir}}/{paths.PROFILE_TRACES}/{process}"
+
+
 def profile_files(recipe, point_plan: dict) -> tuple[dict, dict]:
-    """(the profile's plan, its settings) from the point's plan at the profile's concurrency: the
-    profiled roles' processes given the profiler, on a stack of its own (no warm stack shares it)."""
+    """(the profile's plan, its settings) from the point's plan at the profile's concurrency: shared,
+    that plan as it is (already armed); own, the profiled processes armed on a stack of its own."""
     prof, conc = section(recipe), concurrency(recipe)
     profiler = kinds.get(recipe.engine_kind).profiler
     plan = copy.deepcopy(point_plan)
-    roles = prof.get("roles") or [r.name for r in recipe.roles()]
+    if not shared(recipe):
+        arm(recipe, plan, recipe.engine_kind)
+        plan["stack"] = {**plan["stack"], "reuse": False}  # the profiled stack is its own, stopped after
+        body = digest(canonical({k: v for k, v in plan.items() if k != "fingerprints"}))
+        plan["fingerprints"] = {"plan": body, "curve": body, "server": digest(f"profile {body}")}  # no point's stack
     steps = prof.get("steps")
     started = []
-    for p in plan["processes"]:
-        if p["role"] not in roles or p["role"] not in ENGINE_ROLES:
-            continue
-        traces = f"{{run_dir}}/{paths.PROFILE_TRACES}/{p['name']}"
-        argv, env = profiler.enable(prof["kind"], traces, steps if profiler.steps_at_start else None)
-        p["argv"] = p["argv"] + argv
-        p["env"] = {**p["env"], **env}
-        files = "*"
-        if prof["kind"] == "nsys":  # in the run dir (nsys makes no folder); its report once the range ends
-            traces, files = "{run_dir}", f"{p['name']}.nsys-rep"
-            p["argv"] = [*NSYS, "--output", f"{traces}/{p['name']}", *p["argv"]]
+    for p in _profiled(recipe, plan):
+        traces = _traces(prof, p["name"])
+        files = f"{p['name']}*.nsys-rep" if prof["kind"] == "nsys" else "*"
         body = profiler.start_body(prof["kind"], traces, None if profiler.steps_at_start else steps)
         url = f"http://{{addr:self}}:{{port:self.{profiler.port}}}"
         started.append(
@@ -101,12 +137,10 @@ def profile_files(recipe, point_plan: dict) -> tuple[dict, dict]:
              "start": None if p["headless"] else url + profiler.start,
              "stop": None if p["headless"] else url + profiler.stop}
         )  # fmt: skip
-    plan["stack"] = {**plan["stack"], "reuse": False}  # the profiled stack is its own, stopped after
-    body = digest(canonical({k: v for k, v in plan.items() if k != "fingerprints"}))
-    plan["fingerprints"] = {"plan": body, "curve": body, "server": digest(f"profile {body}")}  # no point's stack
     settings = {
         "schema": SETTINGS_SCHEMA, "recipe": recipe.name, "kind": prof["kind"], "concurrency": conc,
         "window_s": None if steps else float(prof.get("window_s", DEFAULT_WINDOW_S)), "steps": steps,
-        "roles": roles, "processes": started,
+        "roles": prof.get("roles") or [r.name for r in recipe.roles()], "processes": started,
+        "stack": "shared" if shared(recipe) else "own",
     }  # fmt: skip
     return plan, settings

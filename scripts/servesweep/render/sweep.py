@@ -312,8 +312,8 @@ def search_startup(search: dict) -> int:
 
 
 def search_problems(doc: dict, variants: int, label: str) -> list[Problem]:
-    """A model-based search needs a target among the recipe's concurrencies, fewer trials than
-    variants, and no per-variant capacity search or evals (a trial is scored on its target point)."""
+    """A model-based search needs a target among the recipe's concurrencies (a trial is scored there)
+    and fewer trials than variants; a chosen trial's capacity search and evals run as it is chosen."""
     spec = doc["sweep"]
     if spec.get("strategy") != "search":
         return [Problem(label, "sweep.search", "search settings without strategy: search")] if "search" in spec else []
@@ -330,8 +330,4 @@ def search_problems(doc: dict, variants: int, label: str) -> list[Problem]:
     for key in ("batch", "startup"):
         if s.get(key, 1) > s["trials"]:
             return [Problem(label, f"{where}.{key}", f"{key} {s[key]} is more than the {s['trials']} trials")]
-    for key in ("capacity", "evals"):
-        if key in doc:
-            reason = f"strategy search scores each trial on its target point: a {key} per variant needs grid or halving"
-            return [Problem(label, key, reason)]
     return []

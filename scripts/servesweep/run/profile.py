@@ -1,9 +1,11 @@
 """run-profile: an engine profile as a target, ``results/<recipe>/profile-c<conc>/``. It runs as a
-check does (run/check_turn), on the stack of the profile's own plan (render/profiling: the recipe's
-stack with the engine's profiler on, so never a point's warm stack): the profiler is started through
-the engine's own endpoint on each profiled process, a short load of its own runs for the window (or
-until the engine has recorded its steps), the profiler is stopped, and each process's trace files
-are copied into the target with a small index (``index.json``). No figure of this load is a point's."""
+check does (run/check_turn): a turn on the recipe's warm or held stack, whose engines started with
+the profiler idle (render/profiling, ``stack: shared``), or on a stack of its own (``stack: own``).
+The profiler is started through the engine's own endpoint on each profiled process, a short load of
+its own runs for the window (or until the engine has recorded its steps), the profiler is stopped,
+and the trace files this capture wrote (a shared stack may hold an earlier one's) are copied into
+the target with a small index (``index.json``). A turn is the stack's alone, so no point's window
+overlaps the capture, and no figure of this load is a point's."""
 
 from __future__ import annotations
 
@@ -102,30 +104,32 @@ def _post(ctx, proc: dict, which: str, tolerate=None) -> None:
         tolerate(why)
 
 
-def trace_files(ctx, proc: dict) -> list[Path]:
+def trace_files(ctx, proc: dict, earlier: frozenset = frozenset()) -> list[Path]:
+    """The process's trace files, less those there before this capture started (``earlier``)."""
     folder = Path(ctx.resolve(proc["traces"], proc["name"]))
-    return sorted(p for p in folder.rglob(proc["files"]) if p.is_file()) if folder.is_dir() else []
+    found = folder.rglob(proc["files"]) if folder.is_dir() else ()
+    return sorted(p for p in found if p.is_file() and p not in earlier)
 
 
-def _settled(ctx, procs: list[dict]) -> dict[str, list[Path]] | None:
+def _settled(ctx, procs: list[dict], earlier: frozenset) -> dict[str, list[Path]] | None:
     """Each profiled process's trace files once every one has some and none grew since the last look."""
-    found = {p["name"]: trace_files(ctx, p) for p in procs}
+    found = {p["name"]: trace_files(ctx, p, earlier) for p in procs}
     return found if all(found.values()) else None
 
 
-def wait_for_traces(ctx, procs: list[dict], deadline_s: float, stack=None) -> dict[str, list[Path]]:
-    """Poll until every process's traces are there and their sizes hold still; PointFailed past the deadline."""
+def wait_for_traces(ctx, procs: list[dict], deadline_s: float, stack=None, earlier=frozenset()) -> dict:
+    """Poll until every process's new traces are there and their sizes hold still; PointFailed past the deadline."""
     end, last = time.monotonic() + deadline_s, None
     while time.monotonic() < end:
         if stack is not None:
             stack.check("mid-profile")
-        found = _settled(ctx, procs)
+        found = _settled(ctx, procs, earlier)
         sizes = found and {n: [f.stat().st_size for f in fs] for n, fs in found.items()}
         if sizes and sizes == last:
             return found
         last = sizes
         time.sleep(0.5)
-    missing = [p["name"] for p in procs if not trace_files(ctx, p)]
+    missing = [p["name"] for p in procs if not trace_files(ctx, p, earlier)]
     raise PointFailed(f"profile: no settled trace files within {deadline_s:.0f} s (none from {missing or 'nobody'})")
 
 
@@ -134,13 +138,14 @@ def _capture(plan: Plan, stack, settings: dict, say) -> tuple[dict, dict]:
     ctx, procs = stack.info.context(plan), settings["processes"]
     targets = [p for p in procs if p["start"]]
     client = ctx.resolve(plan.client_url, "")
+    earlier = frozenset(f for p in procs for f in trace_files(ctx, p))  # a shared stack's earlier captures
     for p in targets:
         _post(ctx, p, "start")
     say(f"profile: {settings['kind']} profiler started on {', '.join(p['name'] for p in targets)}")
-    started = time.monotonic()
+    started, since = time.monotonic(), time.time()
     with Load(client, plan.model["name"], settings["concurrency"]) as load:
         if settings["steps"]:  # the engine stops its profiler itself after its steps
-            wait_for_traces(ctx, targets, STEPS_DEADLINE_S, stack)
+            wait_for_traces(ctx, targets, STEPS_DEADLINE_S, stack, earlier)
         else:
             while time.monotonic() - started < settings["window_s"]:
                 stack.check("mid-profile")
@@ -149,8 +154,9 @@ def _capture(plan: Plan, stack, settings: dict, say) -> tuple[dict, dict]:
     for p in targets:  # after its steps the engine has stopped itself: a refusal then is only said
         _post(ctx, p, "stop", say if settings["steps"] else None)
     say(f"profile: {load.ok} of {load.sent} requests answered in {seconds} s; waiting for the traces")
-    found = wait_for_traces(ctx, procs, TRACE_DEADLINE_S)
-    return {"seconds": seconds, "requests": load.sent, "answered": load.ok}, found
+    found = wait_for_traces(ctx, procs, TRACE_DEADLINE_S, earlier=earlier)
+    window = {"start": round(since, 3), "end": round(since + seconds, 3)}
+    return {"seconds": seconds, "requests": load.sent, "answered": load.ok, "window": window}, found
 
 
 def _publish(found: dict[str, list[Path]], ctx, settings: dict, out_dir: Path) -> list[dict]:
@@ -185,6 +191,7 @@ def run_profile(plan_path: Path, settings_path: Path, out_dir: Path, join: Path 
         rows = _publish(found, stack.info.context(plan), settings, out_dir)
         ident = check_turn.identity(plan, stack) | {"settings": digest(Path(settings_path).read_text())}
         window = {k: settings[k] for k in ("kind", "window_s", "steps", "concurrency", "roles")}
+        window["stack"] = settings.get("stack", "own")
         return {"schema": SCHEMA, "identity": ident, "profile": window, "load": load, "processes": rows}
 
     check = f"profile-c{settings['concurrency']}"

@@ -19,11 +19,24 @@ from .index import PointIndex
 class CapacitySearches:
     """The capacity searches of a selection (recipes that declare ``capacity``)."""
 
-    def __init__(self, index: PointIndex, selected: list):
+    def __init__(self, index: PointIndex, selected: list, waiting: list = ()):
         self.index = index
-        self.recipes = [r.name for r in selected if "capacity" in r.doc]
+        self.recipes = [r.name for r in selected if "capacity" in r.doc]  # the summary asks for their capacity
+        # variants a halving decision or a search may measure in full in this run: their search joins
+        # ``recipes`` once they are (``begin``); until then bills and held jobs count its worst case
+        self.candidates = [r.name for r in waiting if "capacity" in r.doc]
         self._docs: dict[Path, tuple] = {}  # result -> ((mtime_ns, size), its identity and figures)
         self._said: set[str] = set()
+
+    def begin(self, recipe: str) -> bool:
+        """A candidate measured in full from now on: its search is part of this run (False: none to begin)."""
+        if recipe not in self.candidates or recipe in self.recipes:
+            return False
+        self.recipes.append(recipe)
+        return True
+
+    def may_search(self, recipe: str) -> bool:
+        return recipe in self.recipes or recipe in self.candidates
 
     def bounds(self, recipe: str) -> Bounds:
         return Bounds.of(self.index.recipes[recipe].doc["capacity"])

@@ -180,7 +180,7 @@ def _load(root: Path, cluster: str, chosen: tuple, rehearsal: bool, scope, stack
         for line in why.cause_lines(sel.staleness()):
             print(f"servesweep: {line}", file=sys.stderr)
         say_bill(sel)
-        trials = [r.name for rs in sel.searching.values() for r in rs]  # a search may choose any later
+        trials = [r.name for r in sel.untried()]  # a search may choose any later
         for line in why.quarantine(sel.root, [r.name for r in sel.selected] + trials, move=not dry_run):
             print(f"servesweep: warning: {line}", file=sys.stderr)
         files.write_missing()

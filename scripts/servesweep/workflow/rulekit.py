@@ -14,14 +14,15 @@ import os
 import re
 from pathlib import Path
 
-from snakemake.exceptions import IncompleteCheckpointException, WorkflowError
-from snakemake.io import checkpoint_target, report
+from snakemake.exceptions import WorkflowError
+from snakemake.io import report
 
 from ..contract import paths
 from ..contract.plan import SLURM_RESOURCE_KEYS, batch_step_tasks, curve_file, slurm_resources
-from ..render.profiling import concurrency as profile_concurrency
+from ..render import profiling
 from .selection import CHECK_S, Selection
 from .smk import wildcards_only
+from .sweep_inputs import SweepInputs
 
 
 def config_flag(config: dict, key: str) -> bool:
@@ -36,7 +37,7 @@ def priority(rank: int, conc: int) -> int:
 CHECK_CONC = 999_999  # a check's place in its recipe's order: after every point
 
 
-class RuleKit:
+class RuleKit(SweepInputs):
     """The main snakemake process's answers: a validated selection and what it composes."""
 
     def __init__(self, selection: Selection, workflow, config: dict, cluster: str, rehearsal: bool):
@@ -49,9 +50,7 @@ class RuleKit:
         self.searched: list[str] = self.searches.recipes  # the recipes with a capacity search
         self.submits_jobs = self.index.submits_jobs  # points run as cluster jobs and need resources
         # on a cluster: the recipes whose stack is a job of its own (known once the plans are written)
-        # variants after their halving screens, or a search's not chosen yet
-        waiting = [r for rs in [*selection.pending.values(), *selection.searching.values()] for r in rs]
-        self.held = [r.name for r in [*selection.selected, *waiting] if self.stacks.held(r.name)]
+        self.held = [r.name for r in [*selection.selected, *selection.waiting()] if self.stacks.held(r.name)]
         self._kept: dict[str, list[str]] = {}  # a halving sweep decided in this run -> its kept variants' results
         if self.partial:  # a summary of what exists asks for no screen: no sweep waits for its decision
             selection.pending.clear()
@@ -137,81 +136,14 @@ class RuleKit:
             found = [rule.get(recipe=recipe, conc=c).output.result for c in sorted(known)]
             if decision.next is not None:
                 rule.get(recipe=recipe, conc=decision.next)  # raises until the probe has a result
+            # the recipe's own points inside the bounds are probes too: decided before they are in,
+            # the search would be stale again as soon as they were
+            bounds = self.searches.bounds(recipe)
+            for conc in (c for c in self.recipes[recipe].concurrency if c in bounds and c not in known):
+                rule.get(recipe=recipe, conc=conc)  # raises until the point has a result
             return found
 
         return probes
-
-    def halving_results(self, checkpoints, files):
-        """The full points of the variants a waiting halving sweep keeps (the summary's input): each
-        screen is asked for as a checkpoint, and once all are in, the sweep is decided here, in this
-        run: the screens' stacks stop waiting (``files``, the writer) and the kept variants' points run
-        on them."""
-
-        def results(wildcards=None):
-            out = []
-            for base in sorted(self.selection.pending):
-                if base not in self._kept:
-                    self._kept[base] = self._decide(checkpoints, base, files)
-                out += self._kept[base]
-            return out if self.rehearsal else self._present(out)
-
-        return results
-
-    def _decide(self, checkpoints, base: str, files) -> list[str]:
-        screens = self.selection.screens(base)
-        target = screens[0].sweep["halving"]["target"]
-        rules = {s.name: self._point_rule(checkpoints, s.name) for s in screens}
-        for s in screens:
-            rules[s.name].get(recipe=s.name, conc=target)  # raises until the screen has run
-        kept, waiting = self.selection.decide_pending(base)
-        # a screen's file is there but not of its current plan: Snakemake counts a present checkpoint
-        # output as done when it builds the DAG, though it runs the screen again; decided after that
-        if waiting:
-            path = paths.result_file(waiting[0], target, self.rehearsal)
-            raise IncompleteCheckpointException(rules[waiting[0]].rule, checkpoint_target(path))
-        files.halving_decided(base, kept)
-        return [paths.result_file(r.name, c, self.rehearsal) for r in kept for c in r.concurrency]
-
-    def search_results(self, files):
-        """The points of every variant a running search has chosen so far (the summary's input): each
-        round's variants are chosen once the last round's target points are in (``search_gate``), and
-        run at once, each curve on its servers' stack (``files``, the writer, is told)."""
-
-        def results(wildcards=None):
-            out = []
-            for base in sorted(self.selection.searching):
-                rep = self.selection.search_state(base)
-                for name in (n for n in rep.chosen if n in self.selection.added):  # the rest: selected_results
-                    files.search_chose(name)
-                    out += [paths.result_file(name, c, self.rehearsal) for c in self.recipes[name].concurrency]
-            if self.selection.searching:
-                files.write_selection()  # a finished search names its untried variants (written once per change)
-            return out
-
-        return results
-
-    def search_gate(self, checkpoints):
-        """Asks for each running search's current round as checkpoints: the summary's input is built
-        again once they are in, and ``search_results`` then chooses the next round."""
-
-        def gate(wildcards=None):
-            for base in sorted(self.selection.searching):
-                rep = self.selection.search_state(base)
-                target = self.selection.search_target(base)
-                for name in rep.waiting:
-                    rule = self._point_rule(checkpoints, name)
-                    rule.get(recipe=name, conc=target)  # raises until the trial has run
-                    # there, but not of its current plan: Snakemake counts it as done when it builds the DAG
-                    path = paths.result_file(name, target, self.rehearsal)
-                    raise IncompleteCheckpointException(rule.rule, checkpoint_target(path))
-            return []
-
-        return gate
-
-    def _point_rule(self, checkpoints, recipe: str):
-        if self.rehearsal:
-            return checkpoints.rehearse_point
-        return checkpoints.held_point if recipe in self.held else checkpoints.point
 
     def point_inputs(self):
         """A point's plan (written before the DAG is built, or a probe's job's output) and, in a dry
@@ -249,6 +181,12 @@ class RuleKit:
 
     def held_recipe_pattern(self) -> str:
         return "|".join(re.escape(name) for name in self.held)
+
+    def held_profile_pattern(self) -> str:
+        """The held recipes whose profile shares their stack (one of its own is a job of its own); none:
+        a pattern nothing matches (Snakemake reads an empty one as no constraint)."""
+        shared = [re.escape(n) for n in self.held if n in self.recipes and profiling.shared(self.recipes[n])]
+        return "|".join(shared) or "(?!)"
 
     @staticmethod
     def slurm_site(wildcards, resources) -> list[str]:
@@ -299,7 +237,7 @@ class RuleKit:
         @wildcards_only
         def path(wildcards):
             recipe = self.recipes.get(wildcards.recipe) if self.recipes else None
-            conc = profile_concurrency(recipe) if recipe else int(wildcards.conc)
+            conc = profiling.concurrency(recipe) if recipe else int(wildcards.conc)
             if self.recipes and conc != int(wildcards.conc):
                 said = f"its profile runs at concurrency {conc}" if conc else "it declares no profile section"
                 target = paths.profile_dir(wildcards.recipe, wildcards.conc)

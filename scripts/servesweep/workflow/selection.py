@@ -113,7 +113,7 @@ class Selection:
         self._halving_round()
         self._search_round()
         self.points = [Point(r.name, c) for r in self.selected for c in r.concurrency]
-        self.searches = CapacitySearches(self.index, self.selected)
+        self.searches = CapacitySearches(self.index, self.selected, [] if rehearsal else self.waiting())
         self.run = RunPoints(self.index, scope)
         self.stacks = SharedStacks(self.index, self.searches, self.run)
 
@@ -122,17 +122,11 @@ class Selection:
         left out are deselected; an undecided one's variants wait for its screens in this run."""
         self.not_run = halving_round(self.root, self.selected, self.rehearsal, self._plan_of)  # sweep -> variant -> why
         deferred = {name for why in self.not_run.values() for name in why}
-        # halving_results asks for their screens, decides, and then runs them; a sweep whose variants
-        # search capacity or run evals decides its round when the workflow loads (a run of their own)
+        # halving_results asks for their screens, decides, and then runs the kept variants in full,
+        # their capacity searches and evals included
         self.pending = {
-            base: [r for r in self.selected if r.name in why]
-            for base, why in self.not_run.items()
-            if undecided(why) and not any("capacity" in r.doc or r.evals for r in self.selected if r.name in why)
+            base: [r for r in self.selected if r.name in why] for base, why in self.not_run.items() if undecided(why)
         }
-        for base, reasons in self.not_run.items():
-            if undecided(reasons) and base not in self.pending:
-                self.not_run[base] = {n: f"{w}: run again once they are in (capacity or evals: a run of their own)"
-                                      for n, w in reasons.items()}  # fmt: skip
         self._order = [r.name for r in self.selected]  # the selection file's order, also after a decision
         self.decided: set[str] = set()  # the waiting sweeps decided in this run
         self.selected = [r for r in self.selected if r.name not in deferred]
@@ -149,7 +143,7 @@ class Selection:
             rep = replay(self.root, variants, self.rehearsal, self._plan_of)
             self.not_run[base] = not_tried(variants, rep)
             left = [r for r in variants if r.name not in rep.chosen]
-            if left:  # else (a few variants selected by name) every one is chosen: they run as selected
+            if left and not rep.done:  # else finished, or every variant selected by name is chosen
                 self.searching[base] = left
         left = {name for base in bases for name in self.not_run[base]}
         self.selected = [r for r in self.selected if r.name not in left]
@@ -170,13 +164,22 @@ class Selection:
     def _searched(self, base: str) -> set[str]:
         return {r.name for r in self.selected if r.sweep_of == base} | {r.name for r in self.searching[base]}
 
+    def untried(self) -> list:
+        """The variants a running search may still choose (their argv checked, their results trusted
+        only once read back, as a selected recipe's)."""
+        return [r for rs in self.searching.values() for r in rs]
+
+    def waiting(self) -> list:
+        """The variants this run may still measure in full: a halving sweep's after its screens, and a
+        running search's not chosen yet."""
+        return [r for rs in self.pending.values() for r in rs] + self.untried()
+
     def points_of(self, rehearsal: bool) -> list[Point]:
-        """The points to render: the selected ones and those of variants waiting for their halving
-        screens, or for rehearsal every point of every recipe."""
+        """The points to render: the selected ones and those of the waiting variants, or for
+        rehearsal every point of every recipe."""
         if rehearsal:
             return [Point(r, c) for r in self.recipes for c in self.recipes[r].concurrency]
-        waiting = [r for rs in [*self.pending.values(), *self.searching.values()] for r in rs]
-        return self.points + [Point(r.name, c) for r in waiting for c in r.concurrency]
+        return self.points + [Point(r.name, c) for r in self.waiting() for c in r.concurrency]
 
     def screens(self, base: str) -> list:
         return screens_of(self.selected, base)
@@ -228,7 +231,7 @@ class Selection:
     def check_engine_args(self) -> None:
         """Every selected recipe's argv through its engines' own parsers, in one batch per venv."""
         checks = []
-        for r in self.selected + [r for rs in self.searching.values() for r in rs]:  # a search may choose any
+        for r in self.selected + self.untried():  # a search may choose any
             plan, _text = self.index.first_plan(r)
             checks += pending(plan, r)
         report = check_engine_args(checks, self.root)

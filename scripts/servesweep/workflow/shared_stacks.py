@@ -78,7 +78,7 @@ class SharedStacks:
         probes beyond them: a held stack's job is sized from it (with one startup and the linger)."""
         total = sum(self.index.facts(r, c).resources["point_s"] for r, c in points)
         for m in self.mates(recipe):
-            if m in self.searches.recipes:
+            if self.searches.may_search(m):
                 probe_s = self.index.facts(m, self.index.recipes[m].concurrency[0]).resources["point_s"]
                 total += max(self.searches.probes_left(m) - 1, 0) * probe_s
         return total

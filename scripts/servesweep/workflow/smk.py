@@ -100,7 +100,14 @@ def wildcards_only(fn):
 
 
 POINT_RULES = {"point": False, "held_point": False, "rehearse_point": True}  # rule -> rehearsal
-CHECK_RULES = {"smoke": "smoke", "held_smoke": "smoke", "eval": "eval-{benchmark}", "held_eval": "eval-{benchmark}"}
+CHECK_RULES = {
+    "smoke": "smoke",
+    "held_smoke": "smoke",
+    "eval": "eval-{benchmark}",
+    "held_eval": "eval-{benchmark}",
+    "profile": "profile-c{conc}",  # a turn on the points' stack when the profile shares it (render/profiling)
+    "held_profile": "profile-c{conc}",
+}
 
 
 def jobs_to_run(workflow) -> tuple[list[tuple[str, int, bool]], list[tuple[str, str]], list[str], bool]:

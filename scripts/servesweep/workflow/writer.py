@@ -23,6 +23,7 @@ from ..contract.paths import (
     bill_file,
     capacity_file,
     capacity_settings_file,
+    eval_file,
     eval_settings_file,
     missing_file,
     plan_file,
@@ -42,6 +43,16 @@ from .bill import bill_doc, stack_bills
 from .selection import CHECK_S, Selection
 
 DECIDING_MARGIN_S = 90.0  # a deciding stack's wait beyond its sweep's screens' bound
+
+
+def _outdated(out: Path, inputs: list[Path]) -> bool:
+    """Whether Snakemake runs the job that makes ``out`` by its mtime rule (missing, or older than an
+    input): a job added mid-run, after the onstart hook counted the DAG's."""
+    try:
+        made = out.stat().st_mtime
+    except OSError:
+        return True
+    return any(p.stat().st_mtime > made for p in inputs if p.exists())
 
 
 class RunFiles:
@@ -75,8 +86,8 @@ class RunFiles:
         for p in points:
             self._write_plan(p.recipe, p.conc, rehearsal)
         self._write_sources(sorted({p.recipe for p in points}), rehearsal)
-        if not rehearsal:  # each search's settings and probe plans
-            for name in sel.searches.recipes:
+        if not rehearsal:  # each search's settings and probe plans (a variant's a search may choose too)
+            for name in sel.searches.recipes + sel.searches.candidates:
                 write_if_changed(sel.root / capacity_settings_file(name), canonical(sel.searches.settings_doc(name)))
                 self._write_probe_plans(name)
             self._write_eval_settings()
@@ -89,7 +100,7 @@ class RunFiles:
         """Each eval's settings beside the recipe's plans (an edit reruns that eval only), its
         questions checked in the cluster's datasets cache like a point's inputs."""
         home = self.selection.root / Path(self.selection.cluster.hf_home or "~/.cache/huggingface").expanduser()
-        for r in self.selection.selected:
+        for r in self.selection.selected + self.selection.waiting():
             for benchmark, settings in r.evals.items():
                 doc = settings_doc(benchmark, settings)
                 self.selection.preflight_eval(r, doc)
@@ -98,7 +109,8 @@ class RunFiles:
                     write_if_changed(self.selection.root / eval_settings_file(r.name, benchmark), canonical(doc))
 
     def _write_profiles(self) -> None:
-        """Each recipe's profile plan and settings (render/profiling), beside its points' plans: never one of them."""
+        """Each recipe's profile plan and settings (render/profiling), beside its points' plans (shared: the
+        point's plan at the profile's concurrency; own: a plan of its own)."""
         for r in self.selection.selected:
             conc = profiling.concurrency(r)
             if conc is not None and not self.selection.preflight_problems:
@@ -204,7 +216,9 @@ class RunFiles:
         for recipe, conc, rehearsal in points:
             self.will_run(recipe, conc, rehearsal)
         for recipe, check in checks:
-            self.will_check(recipe, check)
+            own = check.startswith("profile-") and not profiling.shared(sel.recipes[recipe])
+            if not own:  # a profile on a stack of its own is no turn on the points' stack
+                self.will_check(recipe, check)
         self._running = True
         if sel.index.submits_jobs and self.beat is None:  # jobs on other nodes stop when this process is gone
             self.beat = heartbeat.start(sel.root)
@@ -275,6 +289,8 @@ class RunFiles:
             else:  # as this run's scope runs them (all of them when forced)
                 concs = sel.run.curve_points(variant)
             self._will_run.setdefault((variant, rehearsal), set()).update(concs)
+            if concs:
+                self._measured_in_full(variant)
             if screen.name in self._deciding:
                 self._deciding.discard(screen.name)
                 if sel.index.reuse(screen.name):
@@ -297,9 +313,26 @@ class RunFiles:
                 self._will_run.pop((mate, rehearsal), None)
         concs = sel.recipes[variant].concurrency
         concs = sel.run.stale_guess(variant, concs, rehearsal) if rehearsal else sel.run.curve_points(variant)
+        self._measured_in_full(variant)
         for conc in concs:
             self.will_run(variant, conc, rehearsal)
         self.write_selection()
+
+    def _measured_in_full(self, variant: str) -> None:
+        """A variant kept or chosen mid-run (its stack's curve written next): an unfinished capacity
+        search keeps the stack waiting for its probes, and each eval the summary will ask for is one
+        more turn on it, as start_running counts them for a selected recipe."""
+        sel = self.selection
+        if sel.rehearsal:
+            return
+        if variant in sel.searches.recipes and not sel.capacity(variant)[1].done:
+            self._searching.add(variant)
+            self._drop_undecided(variant)
+        plan = sel.root / plan_file(variant, min(sel.recipes[variant].concurrency))  # the smoke point's
+        for benchmark in sel.recipes[variant].evals:
+            out, settings = sel.root / eval_file(variant, benchmark), sel.root / eval_settings_file(variant, benchmark)
+            if _outdated(out, [plan, settings]):
+                self.will_check(variant, f"eval-{benchmark}")
 
     def write_selection(self) -> None:
         """The selected points and reporting settings (the summary's input); the memo saved last."""

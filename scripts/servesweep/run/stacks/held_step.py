@@ -39,13 +39,15 @@ def run_held_point(plan_path: Path, result_path: Path, partition: str | None, ac
 
 
 def run_held_check(check: str, plan_path: Path, inputs: Path, out_path: Path, partition, account) -> int:
-    """A check (``smoke``, ``eval``) of a recipe whose stack is held: a step of that stack's job, like
-    its points (no allocation or engine start of its own)."""
+    """A check (``smoke``, ``eval``, ``profile``) of a recipe whose stack is held: a step of that stack's
+    job, like its points (no allocation or engine start of its own). A profile's target is a folder:
+    its index is the file the step writes last."""
     plan = private_plan(plan_path)
     if plan is None:
         return 2
     driver, name = [f"run-{check}", str(plan_path), str(inputs), str(out_path)], Path(out_path).stem
-    held = _held_stack(plan, plan_path, out_path, name, partition, account)
+    written = Path(out_path) / paths.PROFILE_INDEX if check == "profile" else Path(out_path)
+    held = _held_stack(plan, plan_path, written, name, partition, account)
     return _run_as_step(held, driver, (name, f"1+{plan.recipe}+{name}"), f"{check}.schema.yaml", record=False)
 
 
