@@ -142,7 +142,7 @@ def test_published_traces_and_index_rows(tmp_path):
     traces = tmp_path / "stack" / paths.PROFILE_TRACES / "agg-0"
     traces.mkdir(parents=True)
     (traces / "rank0.pt.trace.json.gz").write_bytes(gzip.compress(b'{"traceEvents": []}'))
-    procs = [{"name": "agg-0", "role": "agg", "traces": f"{{run_dir}}/{paths.PROFILE_TRACES}/agg-0", "files": "*"}]
+    procs = [{"name": "agg-0", "role": "agg", "traces": f"{{run_dir}}/{paths.PROFILE_TRACES}/agg-0", "files": ["*"]}]
     found = run_profile.wait_for_traces(ctx, procs, deadline_s=10)
     out = tmp_path / "results" / "r" / "profile-c2"
     rows = run_profile._publish(found, ctx, {"processes": procs}, out)
@@ -155,9 +155,24 @@ def test_published_traces_and_index_rows(tmp_path):
 
 
 def test_no_trace_within_the_deadline_fails_the_profile(tmp_path):
-    procs = [{"name": "agg-0", "role": "agg", "traces": "{run_dir}/profiles/agg-0", "files": "*"}]
+    procs = [{"name": "agg-0", "role": "agg", "traces": "{run_dir}/profiles/agg-0", "files": ["*"]}]
     with pytest.raises(run_profile.PointFailed, match="none from"):
         run_profile.wait_for_traces(_Ctx(tmp_path), procs, deadline_s=1)
+
+
+def test_a_capture_takes_only_its_own_processs_new_reports(tmp_path):
+    """A shared stack's run dir holds every process's nsys reports and earlier captures': agg-1 takes
+    its own new ones (either name nsys's repeat mode may write), never agg-10's or an earlier one."""
+    r = load_recipe(_recipe(tmp_path, "gemma4-hgx02-4x-tp2-sglang", {"kind": "nsys", "window_s": 2}))
+    _plan, settings = profiling.profile_files(r, render(r, CLUSTERS[r.clusters[0]], r.concurrency[0]))
+    proc = next(p for p in settings["processes"] if p["name"] == "agg-1")
+    (tmp_path / "agg-1.1.nsys-rep").write_bytes(b"earlier")
+    ctx = _Ctx(tmp_path)
+    earlier = frozenset(run_profile.trace_files(ctx, proc))
+    for name in ("agg-1.nsys-rep", "agg-1.2.nsys-rep", "agg-10.nsys-rep", "agg-10.1.nsys-rep"):
+        (tmp_path / name).write_bytes(b"report")
+    found = run_profile.trace_files(ctx, proc, earlier)
+    assert [f.name for f in found] == ["agg-1.2.nsys-rep", "agg-1.nsys-rep"]
 
 
 def test_a_settings_file_that_is_not_one_exits_2(tmp_path, capsys):
@@ -201,7 +216,7 @@ def test_capture_starts_loads_and_stops_each_engine_in_order(tmp_path):
     try:
         url = f"http://127.0.0.1:{server.server_port}"
         traces = f"{{run_dir}}/{paths.PROFILE_TRACES}/agg-0"
-        proc = {"name": "agg-0", "role": "agg", "traces": traces, "files": "*", "body": {"dir": "{run_dir}"},
+        proc = {"name": "agg-0", "role": "agg", "traces": traces, "files": ["*"], "body": {"dir": "{run_dir}"},
                 "start": url + "/start_profile", "stop": url + "/stop_profile"}  # fmt: skip
         settings = {"kind": "torch", "window_s": 1.0, "steps": None, "concurrency": 2, "processes": [proc]}
         stack = SimpleNamespace(info=SimpleNamespace(context=lambda plan: _Ctx(tmp_path)), check=lambda when: None)

@@ -125,6 +125,10 @@ def test_a_halving_decision_takes_its_screen_off_and_adds_the_kept_variants_poin
     assert read_curve(kept) == (4, True, 0, 600, True, False)
     halving_decided(out, "v.screen", 0)
     assert read_curve(out) == (1, True, 0, 600, True, False) and json.loads(out.read_text())["searching"] == ["cap"]
+    searched = tmp_path / "searched.json"  # kept with a capacity search and an eval: both wait on this stack
+    searched.write_text(json.dumps(curve_doc(1, [], 0, 600, deciding=(("v.screen",), time.time() + 600))))
+    halving_decided(searched, "v.screen", 3, ["v"])
+    assert json.loads(searched.read_text())["searching"] == ["v"] and read_curve(searched).expected == 4
 
 
 def test_a_curve_file_is_checked_before_the_keeper_trusts_it(tmp_path):

@@ -159,6 +159,10 @@ def test_the_seed_sweep_as_a_search_submits_one_trial_first_and_bills_its_trials
         bounds[strategy] = float(re.search(r"([0-9.]+) GPU-h bound", line).group(1))
     assert r.stdout.count("checkpoint held_point:") == 1, r.stdout[-3000:]
     assert "search: 1 of 5 trial(s) chosen so far; the other 4 chosen by optuna's TPE (seed 0" in r.stderr
+    # the run's bill prices the 4 trials still to choose: its bound is the sweep line's
+    assert "gemma4-livekit-tune-c150: up to 4 trial stack(s) as the search chooses them" in r.stderr, r.stderr
+    total = next(ln for ln in r.stderr.splitlines() if "total: up to 5 allocation(s)" in ln)
+    assert float(re.search(r"([0-9.]+) GPU-h bound", total).group(1)) == pytest.approx(bounds["search"], abs=0.011)
     # the variants' bills are alike: 5 trials are bound near 5/12 of the grid
     assert 0.3 < bounds["search"] / bounds["grid"] < 0.5, bounds
 

@@ -362,6 +362,9 @@ def test_a_halving_sweep_runs_in_one_run_and_its_kept_variants_on_their_screens_
     assert (wf / paths.capacity_file(name)).is_file() and (wf / paths.eval_file(name, "mmlu")).is_file()
     evaluation = json.loads((wf / paths.eval_file(name, "mmlu")).read_text())
     assert evaluation["identity"]["stack"] == screen["identity"]["stack"]["id"], evaluation["identity"]
+    # each stack ended once its counted turns were served: none waited for a turn never coming
+    keepers = [f.read_text() for f in (wf / "logs" / "stacks").glob("*/*/keeper-driver.log")]
+    assert len(keepers) == 2 and all("expected point(s) done" in k for k in keepers), [k[-600:] for k in keepers]
     part = (wf / "results/summary.md").read_text().split("## Tuning `local-tune-mocker`", 1)[1]
     assert part.count("screened out: ") == 1 and "waits for the halving screens" not in part
     again = snakemake(wf, "-n", "results/summary.md")

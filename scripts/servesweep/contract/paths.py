@@ -46,7 +46,7 @@ SMOKE_REQUESTS = "scripts/servesweep/checks/smoke-requests.yaml"
 EVAL = "results/{recipe}/eval-{benchmark}.json"
 EVAL_SETTINGS = ".plans/{recipe}/eval-{benchmark}.json"  # the recipe's evals entry: an edit reruns only it
 EVAL_LOG = "logs/{recipe}/eval-{benchmark}.snakemake.log"
-# an engine profile (run/profile): its own plan (the profiler on) and settings, never a point's
+# an engine profile (run/profile): its plan (shared: the point's at its concurrency) and settings
 PROFILE = "results/{recipe}/profile-c{conc}"  # a folder: each role's trace files and PROFILE_INDEX
 PROFILE_PLAN = ".plans/{recipe}/profile-c{conc}.plan.json"
 PROFILE_SETTINGS = ".plans/{recipe}/profile-c{conc}.settings.json"

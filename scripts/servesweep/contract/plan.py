@@ -84,8 +84,7 @@ def curve_doc(
 
 
 def read_curve(path: Path) -> CurveHint:
-    """An unreadable file counts as one point, no search and no linger, which the keeper's idle
-    timeout makes safe."""
+    """An unreadable file counts as one point, no search and no linger (the keeper's idle timeout is safe)."""
     doc, _why = checked_json(path, "curve.schema.yaml")
     if not doc:
         return CurveHint(1, False, 0.0, 0.0)
@@ -97,17 +96,17 @@ def read_curve(path: Path) -> CurveHint:
 
 
 def end_search(path: Path, recipe: str) -> None:
-    """The recipe's capacity search asks for no more probes (its capacity job runs): off the stack's
-    curve file, so the keeper ends the stack once its points are served."""
+    """The recipe's capacity search asks for no more probes (its capacity job runs): off the curve file."""
     _update_curve(path, lambda doc: _without(doc, "searching", recipe))
 
 
-def halving_decided(path: Path, screen: str, more: int) -> None:
-    """The screen's sweep is decided: off the stack's ``deciding``, with ``more`` points to expect (its
-    variant's full points when kept, else none: the keeper ends the stack once the rest are served)."""
+def halving_decided(path: Path, screen: str, more: int, searching: list[str] = ()) -> None:
+    """The screen's sweep is decided: off the stack's ``deciding``, with ``more`` turns to expect (a kept
+    variant's points and evals, else none) and its capacity search ``searching`` while it may probe."""
 
     def decided(doc: dict) -> bool:
-        doc["expected"] += more if screen in doc.get("deciding", ()) else 0
+        if screen in doc.get("deciding", ()):
+            doc["expected"], doc["searching"] = doc["expected"] + more, sorted({*doc["searching"], *searching})
         return _without(doc, "deciding", screen)
 
     _update_curve(path, decided)

@@ -129,7 +129,8 @@ def profile_files(recipe, point_plan: dict) -> tuple[dict, dict]:
     started = []
     for p in _profiled(recipe, plan):
         traces = _traces(prof, p["name"])
-        files = f"{p['name']}*.nsys-rep" if prof["kind"] == "nsys" else "*"
+        # nsys's report per range: <name>.nsys-rep or <name>.<n>.nsys-rep (never agg-10's for agg-1)
+        files = [f"{p['name']}.nsys-rep", f"{p['name']}.*.nsys-rep"] if prof["kind"] == "nsys" else ["*"]
         body = profiler.start_body(prof["kind"], traces, None if profiler.steps_at_start else steps)
         url = f"http://{{addr:self}}:{{port:self.{profiler.port}}}"
         started.append(

@@ -107,7 +107,7 @@ def _post(ctx, proc: dict, which: str, tolerate=None) -> None:
 def trace_files(ctx, proc: dict, earlier: frozenset = frozenset()) -> list[Path]:
     """The process's trace files, less those there before this capture started (``earlier``)."""
     folder = Path(ctx.resolve(proc["traces"], proc["name"]))
-    found = folder.rglob(proc["files"]) if folder.is_dir() else ()
+    found = {f for pattern in proc["files"] for f in folder.rglob(pattern)} if folder.is_dir() else ()
     return sorted(p for p in found if p.is_file() and p not in earlier)
 
 

@@ -149,8 +149,8 @@ def _kept_share(sel) -> dict[str, float]:
 
 def _search_bill(sel, recipe: str, info: dict, chosen: int) -> tuple[str, tuple[int, float, float, int]]:
     """A running search's line and what its trials still to choose add: (points, expected, bound,
-    stacks). The run's own bill (bill_lines, the summary's bill against the spend) is of the stacks
-    this run knows when it starts: the first round's."""
+    stacks). The run's own bill (bill_lines, the summary's bill against the spend) adds them as
+    ``trials_bills``: the first round's stacks are known, the later trials priced apart."""
     spec, candidates = settings(info), sel.searching[recipe]
     left = min(spec["trials"], chosen + len(candidates)) - chosen
     bills = sorted(
@@ -168,8 +168,29 @@ def _search_bill(sel, recipe: str, info: dict, chosen: int) -> tuple[str, tuple[
     return line, (sum(points), expected, sum(b.gpu_h_bound for b in bills[:left]), left)
 
 
-def bill_lines(bills: list[StackBill]) -> list[str]:
-    if not bills:
+@dataclass(frozen=True)
+class TrialsBill:
+    """A running search's trials still to choose (their stacks are not known when the run starts)."""
+
+    recipe: str
+    trials: int
+    gpu_h: float  # an average untried variant's, each
+    gpu_h_bound: float  # the costliest untried variants'
+
+
+def trials_bills(sel) -> list[TrialsBill]:
+    """Each running search's trials still to choose, priced as its sweep line prices them."""
+    out = []
+    for recipe in sorted(sel.searching):
+        chosen = [r for r in sel.selected if r.sweep_of == recipe]
+        info = (chosen or sel.searching[recipe])[0].sweep
+        _line, (_points, expected, bound, left) = _search_bill(sel, recipe, info, len(chosen))
+        out.append(TrialsBill(recipe, left, expected, bound))
+    return out
+
+
+def bill_lines(bills: list[StackBill], trials: list[TrialsBill] = ()) -> list[str]:
+    if not bills and not trials:
         return []
     formula = "GPUs x (startup per allocation + points + probes' worst case + evals + linger)"
     out = [f"bill of this run (GPU-hours = {formula}; points measured where they were before, else at their bound):"]
@@ -182,24 +203,35 @@ def bill_lines(bills: list[StackBill]) -> list[str]:
             f"probes ≤ {b.probes_s:.0f} s, evals ≤ {b.checks_s:.0f} s, linger {b.linger_s:.0f} s"
             f" = {b.gpu_h:.2f} GPU-h (bound {b.gpu_h_bound:.2f})"
         )
-    total_h, bound_h, allocations = (sum(b.gpu_h for b in bills), sum(b.gpu_h_bound for b in bills),
-                                     sum(b.allocations for b in bills))  # fmt: skip
-    out.append(f"  total: {allocations} allocation(s), {total_h:.2f} GPU-h expected, {bound_h:.2f} GPU-h bound")
+    for t in trials:
+        out.append(f"  {t.recipe}: up to {t.trials} trial stack(s) as the search chooses them"
+                   f" = {t.gpu_h:.2f} GPU-h (bound {t.gpu_h_bound:.2f})")  # fmt: skip
+    both = [*bills, *trials]
+    total_h, bound_h = sum(b.gpu_h for b in both), sum(b.gpu_h_bound for b in both)
+    allocations = sum(b.allocations for b in bills) + sum(t.trials for t in trials)
+    count = f"up to {allocations}" if trials else allocations
+    out.append(f"  total: {count} allocation(s), {total_h:.2f} GPU-h expected, {bound_h:.2f} GPU-h bound")
     return out
 
 
-def bill_doc(bills: list[StackBill], when: str) -> dict:
+def bill_doc(bills: list[StackBill], when: str, trials: list[TrialsBill] = ()) -> dict:
     """What the summary compares with the spend: the bill as the run started (``when``, UTC ISO)."""
     stacks = [
         {"recipes": list(b.recipes), "allocations": b.allocations, "gpu_h": round(b.gpu_h, 4),
          "gpu_h_bound": round(b.gpu_h_bound, 4)}
         for b in bills
     ]  # fmt: skip
+    searches = [
+        {"recipe": t.recipe, "trials": t.trials, "gpu_h": round(t.gpu_h, 4), "gpu_h_bound": round(t.gpu_h_bound, 4)}
+        for t in trials
+    ]
+    both = [*bills, *trials]
     return {
         "time": when,
         "stacks": stacks,
-        "gpu_h": round(sum(b.gpu_h for b in bills), 4),
-        "gpu_h_bound": round(sum(b.gpu_h_bound for b in bills), 4),
+        "searches": searches,  # trials still to choose as the run started, priced apart
+        "gpu_h": round(sum(b.gpu_h for b in both), 4),
+        "gpu_h_bound": round(sum(b.gpu_h_bound for b in both), 4),
     }
 
 
@@ -217,7 +249,7 @@ def say_bill(sel) -> None:
         print(f"servesweep: {line}", file=sys.stderr)
     if not sel.index.submits_jobs:
         return
-    for line in bill_lines(bills):
+    for line in bill_lines(bills, trials_bills(sel)):
         print(f"servesweep: {line}", file=sys.stderr)
 
 

@@ -136,6 +136,7 @@ class Selection:
         untried variants are deselected; an unfinished one keeps the trials chosen so far (this round's
         run now) and its other variants wait: rulekit's ``search_results`` chooses them as results come in."""
         self.searching: dict[str, list] = {}  # sweep -> its variants not chosen yet
+        self._replays: dict[str, tuple] = {}  # sweep -> (its trials' result stamps, their replay)
         self.added: set[str] = set()  # variants a search chose in this run
         bases = sorted({r.sweep_of for r in self.selected if r.sweep_of and r.sweep["strategy"] == "search"})
         for base in bases:
@@ -149,11 +150,18 @@ class Selection:
         self.selected = [r for r in self.selected if r.name not in left]
 
     def search_state(self, base: str):
-        """A searching sweep's replay now; once finished its untried variants are ``not_run``."""
-        variants = [r for r in self.recipes.values() if r.sweep_of == base and r.name in self._searched(base)]
-        rep = replay(self.root, variants, self.rehearsal, self._plan_of)
+        """A searching sweep's replay now (again only when a trial's target result changed on disk: the
+        summary's two inputs ask in turn); once finished its untried variants are ``not_run``."""
+        searched = self._searched(base)
+        variants = [r for r in self.recipes.values() if r.sweep_of == base and r.name in searched]
+        target = self.search_target(base)
+        stamp = tuple(_stamp(self.root / result_file(r.name, target, self.rehearsal)) for r in variants)
+        if self._replays.get(base, (None,))[0] != stamp:
+            self._replays[base] = (stamp, replay(self.root, variants, self.rehearsal, self._plan_of))
+        rep = self._replays[base][1]
         self.not_run[base] = not_tried(variants, rep)
-        self.added.update(n for n in rep.chosen if n not in {r.name for r in self.selected})
+        selected = {r.name for r in self.selected}
+        self.added.update(n for n in rep.chosen if n not in selected)
         if rep.done:
             self.decided.add(base)
         return rep
@@ -288,3 +296,11 @@ class Selection:
                 r.name: {b: e["floor"] for b, e in (r.doc.get("evals") or {}).items() if "floor" in e} for r in reported
             },
         }
+
+
+def _stamp(path: Path) -> tuple | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size

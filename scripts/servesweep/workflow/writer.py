@@ -39,7 +39,7 @@ from ..fileio.files import read_json_object, write_if_changed
 from ..render import profiling
 from ..render.plan import render
 from . import why
-from .bill import bill_doc, stack_bills
+from .bill import bill_doc, stack_bills, trials_bills
 from .selection import CHECK_S, Selection
 
 DECIDING_MARGIN_S = 90.0  # a deciding stack's wait beyond its sweep's screens' bound
@@ -226,10 +226,11 @@ class RunFiles:
             self._write_curve(recipe, rehearsal)
         self._unwritten_curves.clear()
         if sel.index.submits_jobs:  # the bill as jobs start (the run's targets known by now)
-            bills = stack_bills(sel)
-            if bills:
+            bills, trials = stack_bills(sel), trials_bills(sel)
+            if bills or trials:
                 when = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
-                write_if_changed(sel.root / bill_file(sel.cluster.name), canonical(bill_doc(bills, when)))
+                doc = bill_doc(bills, when, trials)
+                write_if_changed(sel.root / bill_file(sel.cluster.name), canonical(doc))
 
     def _wait_for_decisions(self) -> None:
         sel = self.selection
@@ -268,7 +269,8 @@ class RunFiles:
             variants = [self.selection.recipes[m].variant_name for m in deciding]
             waiting = [(v, c) for v in variants for c in self.selection.run.curve_points(v)]
             wait_s = max(self._deciding_until - time.time(), 0.0) if deciding else 0.0
-            held_s = stacks.points_s(recipe, points + waiting) + checks * CHECK_S + wait_s
+            evals = sum(len(self.selection.recipes[v].evals) for v in variants)  # a kept variant's, too
+            held_s = stacks.points_s(recipe, points + waiting) + (checks + evals) * CHECK_S + wait_s
         else:
             held_s = 0
         doc = curve_doc(len(points) + checks, searching, linger, held_s, self.canary, (deciding, self._deciding_until))
@@ -289,14 +291,13 @@ class RunFiles:
             else:  # as this run's scope runs them (all of them when forced)
                 concs = sel.run.curve_points(variant)
             self._will_run.setdefault((variant, rehearsal), set()).update(concs)
-            if concs:
-                self._measured_in_full(variant)
-            if screen.name in self._deciding:
+            searching, checks = self._measured_in_full(variant) if variant in kept_names else (False, 0)
+            if screen.name in self._deciding:  # its stack's file, updated in place (a capacity job may too)
                 self._deciding.discard(screen.name)
                 if sel.index.reuse(screen.name):
                     path = sel.root / curve_file(sel.index.server(screen.name, rehearsal), rehearsal)
-                    halving_decided(path, screen.name, len(concs))
-            elif concs:
+                    halving_decided(path, screen.name, len(concs) + checks, [variant] if searching else [])
+            elif concs or checks or searching:
                 self._write_curve(variant, rehearsal)
         self.write_selection()
 
@@ -314,25 +315,30 @@ class RunFiles:
         concs = sel.recipes[variant].concurrency
         concs = sel.run.stale_guess(variant, concs, rehearsal) if rehearsal else sel.run.curve_points(variant)
         self._measured_in_full(variant)
-        for conc in concs:
-            self.will_run(variant, conc, rehearsal)
+        self._will_run.setdefault((variant, rehearsal), set()).update(concs)
+        self._write_curve(variant, rehearsal)  # once, every turn counted
         self.write_selection()
 
-    def _measured_in_full(self, variant: str) -> None:
-        """A variant kept or chosen mid-run (its stack's curve written next): an unfinished capacity
-        search keeps the stack waiting for its probes, and each eval the summary will ask for is one
-        more turn on it, as start_running counts them for a selected recipe."""
+    def _measured_in_full(self, variant: str) -> tuple[bool, int]:
+        """A variant kept or chosen mid-run, noted for its stack's curve (the caller writes it): an
+        unfinished capacity search keeps the stack waiting for its probes, and each eval the summary
+        will ask for is one more turn on it, as start_running counts them for a selected recipe.
+        (whether it searches, the eval turns added)"""
         sel = self.selection
         if sel.rehearsal:
-            return
-        if variant in sel.searches.recipes and not sel.capacity(variant)[1].done:
+            return False, 0
+        searching = variant in sel.searches.recipes and not sel.capacity(variant)[1].done
+        if searching:
             self._searching.add(variant)
             self._drop_undecided(variant)
         plan = sel.root / plan_file(variant, min(sel.recipes[variant].concurrency))  # the smoke point's
+        checks = self._checks.setdefault(variant, set())
+        before = len(checks)
         for benchmark in sel.recipes[variant].evals:
             out, settings = sel.root / eval_file(variant, benchmark), sel.root / eval_settings_file(variant, benchmark)
             if _outdated(out, [plan, settings]):
-                self.will_check(variant, f"eval-{benchmark}")
+                checks.add(f"eval-{benchmark}")
+        return searching, len(checks) - before
 
     def write_selection(self) -> None:
         """The selected points and reporting settings (the summary's input); the memo saved last."""
