@@ -65,13 +65,23 @@ print(json.dumps({"gpus": gpus, "stamps_ns": sorted(stamps), "sources": sources}
 
 
 @pytest.fixture
-def standin():
-    """The stand-in exporter on a free loopback port, serving from a thread; stopped at the end."""
+def standin(monkeypatch):
+    """The stand-in exporter on a free loopback port, serving from a thread; stopped at the end. Also
+    the wall-clock time of each scrape it served (aiperf stamps a sample once its answer is in: under
+    load that is late by more than the 1 % a curve allows)."""
     gpu_curves = dcgm_standin.curves(2, 300.0, 100.0, 4.0, time.time())
+    served: list[float] = []
+    exposition = dcgm_standin.exposition
+
+    def recorded(curves, hostname, t):
+        served.append(t)
+        return exposition(curves, hostname, t)
+
+    monkeypatch.setattr(dcgm_standin, "exposition", recorded)
     srv = dcgm_standin.server(0, gpu_curves, "node-a")
     thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{srv.server_address[1]}/metrics", gpu_curves
+    yield f"http://127.0.0.1:{srv.server_address[1]}/metrics", gpu_curves, served
     srv.shutdown()
     srv.server_close()
     thread.join(timeout=5)
@@ -81,23 +91,27 @@ def test_aiperfs_collector_reads_the_standins_curve_to_within_one_percent(standi
     """Each GPU's counter delta is the curve's integral between aiperf's first and last sample, and its
     mean power the curve's mean over those samples; the counter is the analyzer's first choice."""
     require("engine venv", None if ENGINE_PYTHON.exists() else f"{ENGINE_PYTHON} is missing (make setup)")
-    url, gpu_curves = standin
+    url, gpu_curves, served = standin
     out = subprocess.run([str(ENGINE_PYTHON), "-c", PROBE, url, "20"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     doc = json.loads(out.stdout)
     stamps = [s / 1e9 for s in doc["stamps_ns"]]
-    assert len(doc["gpus"]) == 2 and len(stamps) >= 20
+    assert len(doc["gpus"]) == 2 and len(stamps) >= 20 and len(served) >= len(stamps)
+    # each sample's value is the curve at the time the stand-in served it: aiperf's samples are its
+    # last scrapes, in order (its stamps follow them by ~0.3 ms when nothing else runs)
+    sampled = served[-len(stamps) :]
+    assert all(0 <= s - t < 5 for s, t in zip(stamps, sampled, strict=True)), (stamps, sampled)
     for index, measured in doc["gpus"].items():
         curve = gpu_curves[int(index)]
-        assert measured["energy_j"] == pytest.approx(curve.energy_j(stamps[0], stamps[-1]), rel=0.01)
-        mean = sum(curve.power_w(t) for t in stamps) / len(stamps)
+        assert measured["energy_j"] == pytest.approx(curve.energy_j(sampled[0], sampled[-1]), rel=0.01)
+        mean = sum(curve.power_w(t) for t in sampled) / len(sampled)
         assert measured["power_w"] == pytest.approx(mean, rel=0.01) and measured["host"] == "node-a"
     assert doc["gpus"]["1"]["power_w"] > doc["gpus"]["0"]["power_w"]  # every GPU its own curve
     assert doc["sources"] == ["DCGM_COUNTER", "POWER_INTEGRATION"]
 
 
 def test_the_standin_speaks_dcgm_on_loopback_only(standin):
-    url, _ = standin
+    url, _, _ = standin
     text = dcgm_standin.exposition(dcgm_standin.curves(1, 200.0, 0.0, 1.0, 0.0), "h", 10.0)
     assert 'DCGM_FI_DEV_POWER_USAGE{gpu="0",UUID="GPU-standin-h-0",' in text and "} 200.000000" in text
     assert "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter" in text  # mJ: 10 s at 200 W = 2e6 mJ more
