@@ -261,7 +261,9 @@ class RunFiles:
         stacks = self.selection.stacks
         mates = stacks.mates(recipe, rehearsal)
         points = [(m, c) for m in mates for c in sorted(self._will_run.get((m, rehearsal), ()))]
-        searching = [] if rehearsal else [m for m in mates if m in self._searching]
+        # a search its results have decided asks for no more probes (its capacity job may have taken it
+        # off this file already: a rewrite must not put it back)
+        searching = [] if rehearsal else [m for m in mates if m in self._searching and self._probing(m)]
         deciding = [m for m in mates if m in self._deciding]
         server, linger = self.selection.index.server(recipe, rehearsal), stacks.linger_s(recipe, rehearsal)
         checks = sum(len(self._checks.get(m, ())) for m in mates)
@@ -275,6 +277,9 @@ class RunFiles:
             held_s = 0
         doc = curve_doc(len(points) + checks, searching, linger, held_s, self.canary, (deciding, self._deciding_until))
         write_if_changed(self.selection.root / curve_file(server, rehearsal), canonical(doc))
+
+    def _probing(self, recipe: str) -> bool:
+        return self.selection.searches.probes_left(recipe) > 0
 
     def halving_decided(self, base: str, kept: list) -> None:
         """A waiting halving sweep is decided (rulekit's ``halving_results``): each screen's stack stops
