@@ -104,7 +104,7 @@ class RenderMemo:
         entry = (self.kept.get(key) or {}).get(str(conc))
         if not _entry_ok(entry):
             return None
-        stat = _stat(path)
+        stat = file_stamp(path)
         if stat is None:
             return None
         if data is not None or entry.get("stat") != stat:
@@ -120,7 +120,7 @@ class RenderMemo:
     def file_current(self, path: Path, made_from: str) -> bool:
         """Whether a file written from ``made_from`` (the key of what it holds) is still as written:
         then it need not be made again (its stat stands for its content, as for a plan)."""
-        record, stat = self.files_kept.get(str(path)), _stat(path)
+        record, stat = self.files_kept.get(str(path)), file_stamp(path)
         if stat is None or record != [made_from, stat]:
             return False
         self.files_used[str(path)] = record
@@ -129,7 +129,7 @@ class RenderMemo:
     def file_written(self, path: Path, made_from: str) -> None:
         """``path`` now holds what ``made_from`` makes (written, or found unchanged): its stat is kept
         once settled."""
-        stat = _stat(path)
+        stat = file_stamp(path)
         if stat is not None and _settled(stat):
             self.files_used[str(path)] = [made_from, stat]
 
@@ -162,7 +162,7 @@ class RenderMemo:
         dataid.saved()
 
 
-def _stat(path) -> list[int] | None:
+def file_stamp(path) -> list[int] | None:
     """What a write changes: size, mtime, ctime (no tool sets it back) and inode (a rename)."""
     try:
         st = os.stat(path)

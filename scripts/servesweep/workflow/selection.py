@@ -23,7 +23,7 @@ from .capacity_search import CapacitySearches
 from .engine_args import check_engine_args, pending
 from .halving import decide_screens, halving_round, screens_of, standings, undecided
 from .index import PointIndex
-from .memo import RenderMemo
+from .memo import RenderMemo, file_stamp
 from .run_points import RunPoints
 from .search import not_tried, replay
 from .shared_stacks import SharedStacks
@@ -155,7 +155,7 @@ class Selection:
         searched = self._searched(base)
         variants = [r for r in self.recipes.values() if r.sweep_of == base and r.name in searched]
         target = self.search_target(base)
-        stamp = tuple(_stamp(self.root / result_file(r.name, target, self.rehearsal)) for r in variants)
+        stamp = tuple(file_stamp(self.root / result_file(r.name, target, self.rehearsal)) for r in variants)
         if self._replays.get(base, (None,))[0] != stamp:
             self._replays[base] = (stamp, replay(self.root, variants, self.rehearsal, self._plan_of))
         rep = self._replays[base][1]
@@ -296,11 +296,3 @@ class Selection:
                 r.name: {b: e["floor"] for b, e in (r.doc.get("evals") or {}).items() if "floor" in e} for r in reported
             },
         }
-
-
-def _stamp(path: Path) -> tuple | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return st.st_mtime_ns, st.st_size
