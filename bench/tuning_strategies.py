@@ -143,7 +143,8 @@ def main() -> None:
     ap.add_argument("--keep", type=float, help="halving's keep (default: the space's)")
     ap.add_argument("--trials", type=int, help="the search's trials (default: the space's)")
     ap.add_argument("--seed", type=int, default=0, help="the search's seed")
-    ap.add_argument("--strategies", default="grid,halving,search", help="which to run, the grid first")
+    again = "one named twice runs twice (grid,grid: the grid's own spread)"
+    ap.add_argument("--strategies", default="grid,halving,search", help=f"which to run, the grid first; {again}")
     a = ap.parse_args()
     space = SPACES[a.space]
     used = {"duration"} if a.space == "local" else {"window"}
@@ -154,16 +155,17 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp())
     out, billed = {}, {}
     strategies = a.strategies.split(",")
-    for strategy in strategies:
-        wf = copy_workflow(tmp / strategy, [space.recipe])
+    for i, strategy in enumerate(strategies):
+        run_name = strategy if strategy not in strategies[:i] else f"{strategy}#{strategies[: i + 1].count(strategy)}"
+        wf = copy_workflow(tmp / run_name.replace("#", "-"), [space.recipe])
         _write(wf, space, strategy, a)
         wall = run(wf, space)
         hours, points = gpu_hours(wf, space)
-        out[strategy] = hours
-        billed[strategy] = cluster_hours(wf, space) if space.config else 0.0
-        print(f"{strategy:8s} {points:2d} points on {stacks_started(wf, space)} stacks, {hours:.4f} GPU-h, "
+        out[run_name] = hours
+        billed[run_name] = cluster_hours(wf, space) if space.config else 0.0
+        print(f"{run_name:8s} {points:2d} points on {stacks_started(wf, space)} stacks, {hours:.4f} GPU-h, "
               f"wall {wall:.0f} s: {verdict(wf, space)}")  # fmt: skip
-    for strategy in (s for s in strategies if s != "grid" and "grid" in out):
+    for strategy in (s for s in out if s != "grid" and "grid" in out):
         print(f"{strategy} / grid GPU-hours: {out[strategy] / out['grid']:.0%} (bound 50 %)")
         if space.config:
             print(f"as the cluster bills these trials: grid {billed['grid']:.1f} GPU-h, {strategy} "

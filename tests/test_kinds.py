@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from servesweep.fileio.errors import InputError
-from servesweep.render import kinds
+from servesweep.render import flags, kinds
 from servesweep.render.cluster import load_cluster_file
 from servesweep.render.loading import load_recipe, load_recipes
 from servesweep.render.plan import render
@@ -32,9 +32,10 @@ GOLDEN = ROOT / "tests" / "golden" / "plan-digests.json"
 GOLDEN_KINDS = ["vllm", "sglang", "dynamo.vllm", "dynamo.sglang", "dynamo.trtllm", "dynamo.mocker"]
 
 
-def _normal(plan: dict) -> str:
+def _normal(plan: dict, rehearsal: bool = False) -> str:
     """A plan without what the plug-in change itself added (version, the kind's prefix reset), what
-    follows from the rest (fingerprints), and what later changes added on purpose (request-plane TLS)."""
+    follows from the rest (fingerprints), and what later changes added on purpose (request-plane TLS,
+    the scheduler limits a rehearsal's mockers keep)."""
     p = {k: v for k, v in plan.items() if k not in ("schema", "fingerprints", "data", "model_data")}  # data: #48
     if "stack" in p:
         p["stack"] = {k: v for k, v in p["stack"].items() if k != "prefix_reset"}
@@ -49,7 +50,24 @@ def _normal(plan: dict) -> str:
     for proc in p.get("processes", []):  # the request plane's mutual TLS came after (issue #23)
         proc["env"] = {k: v for k, v in proc["env"].items() if not k.startswith("DYN_TCP_TLS_")}
         _with_mocker_zmq_relay(proc)
+        if rehearsal and "dynamo.mocker" in proc.get("argv", []):
+            _without_rehearsed_limits(proc)
     return hashlib.sha256(json.dumps(p, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
+
+
+def _without_rehearsed_limits(proc: dict) -> None:
+    """A rehearsal's mockers dropped every engine argument until they kept the scheduler limits they
+    simulate (issue #49): take those out again (each flag with its value, when it has one)."""
+    limits = {f for k in kinds.KINDS.values() for f in k.rehearsal_flags.values()}
+    argv, out, i = proc.get("argv", []), [], 0
+    while i < len(argv):
+        if argv[i] in limits:
+            has_value = i + 1 < len(argv) and not str(argv[i + 1]).startswith("--")
+            i += 2 if has_value else 1
+            continue
+        out.append(argv[i])
+        i += 1
+    proc["argv"] = out
 
 
 def _with_mocker_zmq_relay(proc: dict) -> None:
@@ -81,7 +99,7 @@ def _all_plans() -> dict[str, str]:
                             plan = render(r, clusters[cluster], conc, CLUSTERS["local"] if rehearsal else None)
                         except InputError as e:
                             plan = {"error": str(e)}
-                        out[f"{r.name}|{kind}|{cluster}|{conc}|{int(rehearsal)}"] = _normal(plan)
+                        out[f"{r.name}|{kind}|{cluster}|{conc}|{int(rehearsal)}"] = _normal(plan, rehearsal)
     return out
 
 
@@ -181,3 +199,48 @@ def test_a_misspelt_kind_in_cluster_facts_names_the_field_and_the_kind_meant(tmp
     path.write_text(yaml.safe_dump(facts))
     _, (problem,) = load_recipes([], {"x": load_cluster_file(path, "profiles/x/cluster.yaml")})
     assert problem.field == "engine_pythons.dynamo.vlm" and "did you mean 'dynamo.vllm'" in problem.reason
+
+
+def test_a_rehearsal_keeps_the_scheduler_limits_its_mockers_simulate():
+    """The mocker takes vLLM's batch limits under their own names and SGLang's and TRT-LLM's renamed;
+    every other engine argument is dropped (the tiny model cannot take them)."""
+    assert flags.rehearsal_args(
+        "dynamo.vllm", ["--max-num-batched-tokens", 4096, "--long-prefill-token-threshold", "2048"]
+    ) == [
+        "--max-num-batched-tokens",
+        "4096",
+    ]
+    sglang = [
+        "--chunked-prefill-size=-1",
+        "--max-running-requests",
+        "64",
+        "--disable-radix-cache",
+        "--mem-fraction-static",
+        "0.8",
+    ]
+    assert flags.rehearsal_args("sglang", sglang) == ["--max-num-seqs", "64", "--no-enable-prefix-caching"]
+    assert flags.rehearsal_args("dynamo.sglang", ["--chunked-prefill-size", "8192"]) == [
+        "--max-num-batched-tokens",
+        "8192",
+    ]
+    assert flags.rehearsal_args("dynamo.trtllm", ["--max-num-tokens", "8192", "--max-batch-size", "32"]) == [
+        "--max-num-batched-tokens",
+        "8192",
+        "--max-num-seqs",
+        "32",
+    ]
+
+
+def test_a_tuning_sweeps_batched_tokens_axis_reaches_its_rehearsal_mockers():
+    """Seed 000's tuning sweep rehearsed: each `--max-num-batched-tokens` value is its mockers' own (the
+    rehearsal measures the axis instead of repeating one configuration three times)."""
+    sweep, problems = load_recipes([ROOT / "recipes" / "gemma4-livekit-tune-c150.yaml"], CLUSTERS, root=ROOT)
+    assert not problems and len(sweep) == 12, problems
+    seen = {}
+    for r in sweep:
+        plan = render(r, CLUSTERS["hcm-hgx02"], 150, CLUSTERS["local"])
+        mockers = [p["argv"] for p in plan["processes"] if "dynamo.mocker" in p["argv"]]
+        assert mockers and all("--long-prefill-token-threshold" not in a for a in mockers), r.name
+        (value,) = {a[a.index("--max-num-batched-tokens") + 1] for a in mockers}
+        seen[r.name] = value
+    assert all(f"mnbt-{v}_" in name for name, v in seen.items()), seen

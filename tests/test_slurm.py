@@ -508,9 +508,10 @@ def _our_jobs(wf: Path, state: str | None = None) -> set[str]:
 
 
 def _search_recipe(swf: Path, name: str, duration: int = 6, extra: str = "") -> Path:
-    """A capacity search of at least 5 probes on the mocker: 6 sequences in flight (2 replicas x 3),
-    so c8 queues and misses the TTFT SLO; it probes c2, c4, c8, c6 and c5 or c7 (not c1: one session
-    on two replicas leaves one idle, which the validity gate refuses)."""
+    """A capacity search of several probes on the mocker: 6 sequences in flight (2 replicas x 3), so
+    c8 queues and misses the TTFT SLO; on a quiet machine it probes c2, c4, c8, c6 and c5 or c7 (not
+    c1: one session on two replicas leaves one idle, which the validity gate refuses); under load c4
+    may miss already (c2, c4, c3). Either way at least 3 probes, each decided after the last."""
     base = (HERE / "recipes" / "slurm-agg-2x.yaml").read_text().replace("name: slurm-agg-2x", f"name: {name}")
     text = base.replace("--num-gpu-blocks-override, 4096]", "--num-gpu-blocks-override, 4096, --max-num-seqs, 3]")
     search = "concurrency: [2]\ncapacity: {min: 2, max: 16, tolerance: 1}\nslo: {ttft_p95_s: 0.25}" + extra
@@ -535,7 +536,8 @@ def test_a_capacity_search_holds_one_allocation_and_starts_its_engines_once(swf)
     assert r.returncode == 0, out[-4000:]
     cap = json.loads((swf / "results/slurm-cap/capacity.json").read_text())
     probes = {p["concurrency"]: json.loads((swf / p["result"]).read_text()) for p in cap["probes"]}
-    assert len(probes) >= 5, sorted(probes)
+    # c2 holds, the first miss (c4 or c8) is bisected to a boundary of width 1: 3 probes or more
+    assert len(probes) >= 3 and 2 in probes, sorted(probes)
     idents = [d["identity"] for d in probes.values()]
     assert len({i["job_id"] for i in idents}) == 1 and len({i["stack"]["id"] for i in idents}) == 1, idents
     evaluation = json.loads((swf / "results/slurm-cap/eval-mmlu.json").read_text())

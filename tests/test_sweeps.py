@@ -118,6 +118,9 @@ def test_a_leader_inside_the_noise_is_a_tie_and_one_ahead_is_named():
     _order, leaders = ranking([c, b, a])
     assert [s.name for s in leaders] == ["a", "b"]  # 2 % apart, no repeats: tied
     assert verdict_line(leaders, [a, b, c]).startswith("**Tied: `a`, `b`**")
+    untried = _standing("d", None, None, status="not tried by the search")
+    line = verdict_line(leaders, [a, b, c, untried])  # a search's tie says what it did not measure
+    assert line.startswith("**Tied among the 3 measured: `a`, `b`**") and "1 not measured in full" in line, line
     _order, leaders = ranking([_standing("a", 8, 1100.0), _standing("b", 8, 1000.0)])
     assert [s.name for s in leaders] == ["a"]  # 10 % ahead
     # capacities within the search's tolerance are a tie; beyond it, the higher one leads

@@ -117,6 +117,20 @@ def iter_flags(args: list):
         yield a, (str(nxt) if is_value else None), i
 
 
+def rehearsal_args(kind_name: str, args: list) -> list[str]:
+    """The engine arguments a rehearsal keeps: the kind's scheduler limits the stand-in simulates,
+    renamed to its flags. A limit at zero or below (SGLang's -1: no chunking) leaves the stand-in's default."""
+    keep, out = kinds.get(kind_name).rehearsal_flags, []
+    for flag, value, _ in iter_flags(args):
+        if flag not in keep:
+            continue
+        if value is None:
+            out.append(keep[flag])
+        elif not value.lstrip("-").isdigit() or int(value) > 0:
+            out += [keep[flag], value]
+    return out
+
+
 def owned_match(flag: str, owned: dict) -> tuple[str, str] | None:
     """(owned flag, why) if ``flag`` is one, or an abbreviation of one: the engines' argparse parsers
     expand unique prefixes (`--http-h` is `--http-host`), so a prefix of an owned flag is refused too,

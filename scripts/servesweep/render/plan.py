@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from ..contract.plan import PLAN_SCHEMA, Process
 from ..fileio.encode import digest, encode
 from ..fileio.errors import InputError, Problem
-from . import benchmark, dataid, engines, kinds, kvstore, limits, preamble, pythons, sweep, telemetry, topology
+from . import benchmark, dataid, engines, flags, kinds, kvstore, limits, preamble, pythons, sweep, telemetry, topology
 from .cluster import Cluster
 from .kinds.dynamo_frontend import FRONTEND
 from .plantext import POINT_KEYS, LayoutTexts
@@ -108,7 +108,7 @@ def layout(recipe: Recipe, cluster: Cluster, rehearsal: Cluster | None = None) -
     tools = _Binaries.of(run_cluster, image)
     dynamo = kinds.get(kind).dynamo
     procs = _control_plane(planes, tools, alloc) if dynamo else []
-    store = kvstore.worker_env(doc) if kvstore.needed(recipe.doc) else {}  # rehearsal drops the engine args
+    store = kvstore.worker_env(doc) if kvstore.needed(recipe.doc) else {}  # the recipe's args: a rehearsal keeps few
     if store:
         procs.append(_process(kvstore.NAME, kvstore.NAME, None, 0, (), kvstore.process(tools.mooncake_master, alloc)))
     frontends = _frontends(doc, kind, python, alloc, planes, nodes, rehearsal is not None) if dynamo else []
@@ -182,11 +182,11 @@ def _effective_recipe(recipe: Recipe, cluster: Cluster, rehearsal: Cluster | Non
     image = doc.get("image")
     python = pythons.resolve(doc["engine"].get("python"), cluster, kind)
     if rehearsal is not None:
+        doc["engine"]["args"] = flags.rehearsal_args(kind, doc["engine"].get("args", []))
+        for role in (doc["topology"].get("disaggregated") or {}).values():
+            role["args"] = flags.rehearsal_args(kind, role.get("args", []))
         kind, image, python = kinds.get(kind).rehearsal, None, rehearsal.engine_python
         doc["model"]["path"] = _rehearsal_model(rehearsal)
-        doc["engine"]["args"] = []
-        for role in (doc["topology"].get("disaggregated") or {}).values():
-            role.pop("args", None)
     return doc, kind, image, python
 
 

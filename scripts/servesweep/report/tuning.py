@@ -178,10 +178,12 @@ def verdict_line(leaders: list[Standing], order: list[Standing]) -> str:
     if len(leaders) == 1:
         return f"**Best: `{leaders[0].name}`**, ahead of every other variant beyond the noise."
     names = ", ".join(f"`{s.name}`" for s in leaders)
+    among = f" among the {len(order) - unmeasured} measured" if unmeasured else ""
+    rest = f"; {unmeasured} not measured in full (see why below), so not compared" if unmeasured else ""
     return (
-        f"**Tied: {names}**: none is ahead of the others beyond the noise (capacity within the search's "
+        f"**Tied{among}: {names}**: none is ahead of the others beyond the noise (capacity within the search's "
         f"tolerance, throughput within the repeats' intervals or {NOISE_BAND:.0%}; other client settings are not "
-        "compared)."
+        f"compared{rest})."
     )
 
 

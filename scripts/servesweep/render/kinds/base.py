@@ -83,6 +83,9 @@ class EngineKind:
     problems: Callable[..., Findings] = _none  # (recipe): kind-specific recipe checks
     placement_problems: Callable[..., Findings] = _none  # (placed slots, cluster name)
     rehearsal: str = "dynamo.mocker"  # the kind that stands in for it on a laptop
+    # engine flag -> the stand-in's flag that models it: a rehearsal keeps these (scheduler limits the
+    # mocker simulates), renamed, and drops every other engine argument
+    rehearsal_flags: Mapping[str, str] = field(default_factory=dict)
 
     def server_metrics(self) -> dict:
         """The plan's ``server_metrics``: the kind's metric names and the packages whose running

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..engines import EngineInput
 from . import _dynamo
-from ._common import SGLANG_BATCH, multi_node_flags, sglang_parallel_flags
+from ._common import SGLANG_BATCH, SGLANG_REHEARSED, multi_node_flags, sglang_parallel_flags
 from .base import ArgParser, EngineKind, Findings
 
 
@@ -37,4 +37,5 @@ KIND = EngineKind(
     parser=ArgParser("parse_args", "dynamo.sglang.args", "ai-dynamo"),
     kv_events_per_replica=True,
     problems=_problems,
+    rehearsal_flags=SGLANG_REHEARSED,
 )

@@ -43,4 +43,6 @@ KIND = EngineKind(
     kv_events_per_replica=True,
     problems=_problems,
     placement_problems=_placement,
+    # TRT-LLM's batch limits, as the mocker simulates them
+    rehearsal_flags={"--max-num-tokens": "--max-num-batched-tokens", "--max-batch-size": "--max-num-seqs"},
 )

@@ -10,6 +10,7 @@ from ._common import (
     VLLM_BATCH,
     VLLM_DISTRIBUTIONS,
     VLLM_PREFIX_CACHE,
+    VLLM_REHEARSED,
     VLLM_SPEC_DECODE,
     own_ranks,
     parallel_flags,
@@ -83,6 +84,7 @@ KIND = EngineKind(
     shared_ports=lambda kv_router, disagg, multi_dp: (kv_router, disagg, multi_dp),
     per_gpu=True,
     kv_events_per_replica=True,
+    rehearsal_flags=VLLM_REHEARSED,
     # dynamo.vllm's engine routes on its system server (loopback: reached from the worker's own node)
     profiler=Profiler("/engine/control/start_profile", "/engine/control/stop_profile", GUARDED_PORT, vllm_profiler),
 )

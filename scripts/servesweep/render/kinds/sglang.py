@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..engines import EngineInput, ProcessSpec
 from . import _plain
-from ._common import SGLANG_BATCH, gpus_env, multi_node_flags, sglang_parallel_flags
+from ._common import SGLANG_BATCH, SGLANG_REHEARSED, gpus_env, multi_node_flags, sglang_parallel_flags
 from .base import ArgParser, EngineKind, Profiler
 
 
@@ -46,4 +46,5 @@ KIND = EngineKind(
     parser=ArgParser("sglang_server_args", "", "sglang"),
     problems=_plain.problems("sglang"),
     profiler=PROFILER,
+    rehearsal_flags=SGLANG_REHEARSED,
 )

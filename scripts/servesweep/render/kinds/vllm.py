@@ -8,6 +8,7 @@ from ._common import (
     VLLM_BATCH,
     VLLM_DISTRIBUTIONS,
     VLLM_PREFIX_CACHE,
+    VLLM_REHEARSED,
     VLLM_SPEC_DECODE,
     gpus_env,
     multi_node_flags,
@@ -58,4 +59,5 @@ KIND = EngineKind(
     prefix_reset=RESET,
     profiler=PROFILER,
     problems=_plain.problems("vllm"),
+    rehearsal_flags=VLLM_REHEARSED,
 )
