@@ -8,7 +8,8 @@ the grid's GPU-hours.
 speed-up ratio at c8 (the fastest engine with enough slots for every user holds the SLO with the
 most throughput). ``--space seed``: seed 000's tuning sweep (recipes/gemma4-livekit-tune-c150.yaml,
 12 variants) as its rehearsal on this machine (mockers in the production layout, durations and
-concurrency capped; a mocker drops the prefill-chunk argument, so its ranking there is mostly noise).
+concurrency capped; the mockers take the prefill chunk, which at that load never binds: its ranking
+there is the layout, then noise).
 ``--window``: the rehearsal's benchmark window (the local cluster's ``rehearsal.max_duration_s``);
 a screen runs its share of it. The seed's last line prices the trials each strategy ran as the
 cluster would bill them (its plans: GPUs x (startup bound per stack and run + each point's time))."""

@@ -218,11 +218,23 @@ def test_a_rehearsal_keeps_the_scheduler_limits_its_mockers_simulate():
         "--mem-fraction-static",
         "0.8",
     ]
-    assert flags.rehearsal_args("sglang", sglang) == ["--max-num-seqs", "64", "--no-enable-prefix-caching"]
+    want = ["--no-enable-chunked-prefill", "--max-num-seqs", "64", "--no-enable-prefix-caching"]
+    assert flags.rehearsal_args("sglang", sglang) == want
     assert flags.rehearsal_args("dynamo.sglang", ["--chunked-prefill-size", "8192"]) == [
         "--max-num-batched-tokens",
         "8192",
     ]
+    # a switch keeps no value (the token after it is another argument); vLLM's underscore spelling;
+    # SGLang's -1 is no chunking; a limit that is no integer is left to the engine's own check
+    odd = ["--no-enable-prefix-caching", "-O3", "--max_num_seqs", "8", "--enable-chunked-prefill", False]
+    assert flags.rehearsal_args("vllm", odd) == [
+        "--no-enable-prefix-caching",
+        "--max-num-seqs",
+        "8",
+        "--enable-chunked-prefill",
+    ]
+    assert flags.rehearsal_args("sglang", ["--chunked-prefill-size", "-1"]) == ["--no-enable-chunked-prefill"]
+    assert flags.rehearsal_args("vllm", ["--max-num-seqs=--5", "--max-num-batched-tokens"]) == []
     assert flags.rehearsal_args("dynamo.trtllm", ["--max-num-tokens", "8192", "--max-batch-size", "32"]) == [
         "--max-num-batched-tokens",
         "8192",
@@ -244,3 +256,14 @@ def test_a_tuning_sweeps_batched_tokens_axis_reaches_its_rehearsal_mockers():
         (value,) = {a[a.index("--max-num-batched-tokens") + 1] for a in mockers}
         seen[r.name] = value
     assert all(f"mnbt-{v}_" in name for name, v in seen.items()), seen
+
+
+def test_a_disaggregated_rehearsal_keeps_each_roles_own_limits():
+    """Seed 002's 3P1D: the prefill workers' `--max-num-batched-tokens 16384` and the decode worker's
+    `--max-num-seqs 512` reach their own mockers in the rehearsal, and only theirs."""
+    (r,) = load_recipes([ROOT / "recipes" / "dsv4-pro-gb200-3p1d-pdep8-ddep16-pergpu.yaml"], CLUSTERS, root=ROOT)[0]
+    plan = render(r, CLUSTERS[r.clusters[0]], r.concurrency[0], CLUSTERS["local"])
+    mockers = {p["role"]: p["argv"] for p in plan["processes"] if "dynamo.mocker" in p["argv"]}
+    assert mockers["prefill"][-2:] == ["--max-num-batched-tokens", "16384"], mockers["prefill"][-6:]
+    assert mockers["decode"][-2:] == ["--max-num-seqs", "512"], mockers["decode"][-6:]
+    assert "--max-num-seqs" not in mockers["prefill"] and "--max-num-batched-tokens" not in mockers["decode"]

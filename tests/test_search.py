@@ -15,7 +15,7 @@ import yaml
 from servesweep.contract import paths
 from servesweep.contract.paths import result_file
 from servesweep.tools.samples import result_doc
-from servesweep.workflow.search import replay
+from servesweep.workflow.search import Space, replay, settings, suggest
 
 from helpers import assert_no_strays, copy_workflow, kill_strays, snakemake
 from helpers import load_sweep as load
@@ -74,21 +74,24 @@ def test_a_search_names_the_grids_winner_of_a_known_space_in_fewer_trials_than_t
     assert all(found), found
 
 
+# seed 000's shape: two ranked axes and a layout of two labels (an unordered axis)
+LAYOUT_SPACE = {
+    "axes": {
+        "seqs": {"field": "engine.args[--max-num-seqs]", "values": [1, 2, 4]},
+        "speed": {"field": "engine.args[--speedup-ratio]", "values": [1, 2]},
+        "layout": {"field": "topology.aggregated", "values": [{"replicas": 1, "tp": 1}, {"replicas": 2, "tp": 1}],
+                   "labels": ["1x", "2x"]},
+    },
+    "strategy": "search",
+}  # fmt: skip
+
+
 def test_the_search_starts_with_every_label_of_an_unordered_axis_and_finds_the_better_layout(tmp_path):
     """Seed 000's shape: 3 x 2 ranked values and a layout of two labels that alone decides (the rest is
     noise). The balanced start tries both layouts in its first two trials, each differing from the
     other in every axis; over 10 seeds 5 trials name a variant of the better layout every time (a
     random start then TPE stayed on one layout for 5 of 30 seeds on the seed's rehearsed scores)."""
-    layouts = {"field": "topology.aggregated", "values": [{"replicas": 1, "tp": 1}, {"replicas": 2, "tp": 1}],
-               "labels": ["1x", "2x"]}  # fmt: skip
-    space = {
-        "axes": {
-            "seqs": {"field": "engine.args[--max-num-seqs]", "values": [1, 2, 4]},
-            "speed": {"field": "engine.args[--speedup-ratio]", "values": [1, 2]},
-            "layout": layouts,
-        },
-        "strategy": "search",
-    }
+    space = LAYOUT_SPACE
     for seed in range(10):
         root = tmp_path / f"seed-{seed}"
         root.mkdir()
@@ -105,6 +108,23 @@ def test_the_search_starts_with_every_label_of_an_unordered_axis_and_finds_the_b
         assert all(first[a] != second[a] for a in ("seqs", "speed", "layout")), (first, second)
         best = max((s, n) for n, s in rep.history if s is not None)[1]
         assert best.endswith("layout-2x"), (seed, rep.history)
+
+
+def test_a_failed_start_trial_is_replaced_by_a_balanced_one_and_a_batch_replays_the_same(tmp_path):
+    """The start counts scored trials, as TPE does: after a start trial that could not be scored the
+    next pick still differs from it in every axis; a batch of 3 from the same history is the same
+    batch every time, 3 different untried variants."""
+    recipes, problems = load(tmp_path, LAYOUT_SPACE | {"search": {"target": 8, "trials": 5}}, concurrency=[8])
+    assert problems == []
+    space, spec = Space(recipes[0].sweep, [r.name for r in recipes]), settings(recipes[0].sweep)
+    assert space.startup(spec) == 2  # a third of 5 is 1; the layout has 2 labels
+    (first,) = suggest(space, spec, [], 1)
+    (second,) = suggest(space, spec, [(first, None)], 1)
+    assert all(a != b for a, b in zip(space.params[first].values(), space.params[second].values(), strict=True))
+    history = [(first, None), (second, 3400.0)]
+    batch = suggest(space, {**spec, "batch": 3}, history, 3)
+    assert batch == suggest(space, {**spec, "batch": 3}, history, 3)
+    assert len(set(batch)) == 3 and not set(batch) & {first, second}, batch
 
 
 def test_a_resumed_search_reruns_nothing_and_a_result_of_another_plan_is_measured_again(tmp_path):
@@ -153,7 +173,8 @@ def test_a_search_chooses_its_trials_in_one_run_each_on_a_stack_of_its_own(tmp_p
     since = time.time()
     try:
         dry = snakemake(wf, "-n", "results/summary.md")
-        assert "search: 1 of 2 trial(s) chosen so far; the other 1 chosen by optuna's TPE" in dry.stderr, dry.stderr
+        said = "search: 1 of 2 trial(s) chosen so far; the other 1 chosen by the search (a balanced start, then"
+        assert said in dry.stderr, dry.stderr
         r = snakemake(wf, "results/summary.md", timeout=600)
         out = r.stdout + r.stderr
         assert r.returncode == 0, out[-4000:]
@@ -192,7 +213,8 @@ def test_the_seed_sweep_as_a_search_submits_one_trial_first_and_bills_its_trials
         line = next(ln for ln in r.stderr.splitlines() if "sweep gemma4-livekit-tune-c150: 12 variant(s)" in ln)
         bounds[strategy] = float(re.search(r"([0-9.]+) GPU-h bound", line).group(1))
     assert r.stdout.count("checkpoint held_point:") == 1, r.stdout[-3000:]
-    assert "search: 1 of 5 trial(s) chosen so far; the other 4 chosen by optuna's TPE (seed 0" in r.stderr
+    said = "1 of 5 trial(s) chosen so far; the other 4 chosen by the search (a balanced start, then optuna's TPE"
+    assert said + "; seed 0" in r.stderr
     # the run's bill prices the 4 trials still to choose: its bound is the sweep line's
     assert "gemma4-livekit-tune-c150: up to 4 trial stack(s) as the search chooses them" in r.stderr, r.stderr
     total = next(ln for ln in r.stderr.splitlines() if "total: up to 5 allocation(s)" in ln)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from . import kinds
 from .engines import REQUEST_PLANE_TLS
+from .kinds._common import MOCKER_SWITCHES, MOCKER_UNLIMITED
 from .kinds.dynamo_frontend import FRONTEND
 
 # Flags whose value is an embedded JSON document.
@@ -119,16 +120,30 @@ def iter_flags(args: list):
 
 def rehearsal_args(kind_name: str, args: list) -> list[str]:
     """The engine arguments a rehearsal keeps: the kind's scheduler limits the stand-in simulates,
-    renamed to its flags. A limit at zero or below (SGLang's -1: no chunking) leaves the stand-in's default."""
+    renamed to its flags (vLLM's underscore spellings too). A switch keeps no value; a limit at zero or
+    below (SGLang's -1) means unlimited where the stand-in has a way to say so, else its default."""
     keep, out = kinds.get(kind_name).rehearsal_flags, []
     for flag, value, _ in iter_flags(args):
-        if flag not in keep:
+        target = keep.get(flag.replace("_", "-"))
+        if target is None:
             continue
-        if value is None:
-            out.append(keep[flag])
-        elif not value.lstrip("-").isdigit() or int(value) > 0:
-            out += [keep[flag], value]
+        if target in MOCKER_SWITCHES:  # the token after a switch is another argument
+            out.append(target)
+            continue
+        limit = _integer(value)
+        if limit is not None and limit > 0:
+            out += [target, str(limit)]
+        elif limit is not None and target in MOCKER_UNLIMITED:
+            out.append(MOCKER_UNLIMITED[target])
     return out
+
+
+def _integer(value: str | None) -> int | None:
+    """A limit's value, None when it is no integer (the engine's own argument check refuses it)."""
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
 
 
 def owned_match(flag: str, owned: dict) -> tuple[str, str] | None:

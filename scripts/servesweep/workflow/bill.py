@@ -173,7 +173,8 @@ def _search_bill(sel, recipe: str, info: dict, chosen: int) -> TrialsBill:
     points = sum(sorted((len(r.concurrency) for r in candidates), reverse=True)[:left])
     line = (
         f"sweep {recipe}: search: {chosen} of {chosen + left} trial(s) chosen so far; the other {left} chosen by "
-        f"optuna's TPE (seed {spec['seed']}, {spec['batch']} at a time) from the scores at c{spec['target']} as "
+        f"the search (a balanced start, then optuna's TPE; seed {spec['seed']}, {spec['batch']} at a time) from "
+        f"the scores at c{spec['target']} as "
         f"they come in, in this run: up to {points} point(s), counted in the bound"
     )
     expected = left / len(candidates) * sum(b.gpu_h for b in bills)

@@ -103,9 +103,11 @@ class Space:
         start that tries every value of a two-valued axis (TPE's random start may try one layout only,
         and its model then rarely proposes a value it has never scored)."""
         seen = {(g, v) for n in tried for g, v in self.params[n].items()}
+        unordered = {g["axes"][0] for g in self.groups if not g["rank"]}
 
-        def fresh(name: str) -> int:
-            return sum((g, v) not in seen for g, v in self.params[name].items())
+        def fresh(name: str) -> tuple[int, int]:  # new labels first: an excluded corner cannot hide one
+            new = [g for g, v in self.params[name].items() if (g, v) not in seen]
+            return sum(g in unordered for g in new), len(new)
 
         most = max(map(fresh, untried))
         return rng.choice([n for n in untried if fresh(n) == most])
@@ -139,7 +141,8 @@ def suggest(space: Space, spec: dict, history: list, k: int) -> list[str]:
     for _ in range(k):
         tried = {h for h, _ in history} | set(chosen)
         untried = [n for n in space.names if n not in tried]
-        if len(tried) < space.startup(spec):  # the start: balanced, seeded per trial
+        # the start, while TPE itself would still draw at random (it counts scored trials only)
+        if sum(v is not None for _, v in history) < space.startup(spec):
             pick = space.balanced(tried, untried, random.Random(f"{spec['seed']}:{len(tried)}"))
             study.enqueue_trial(space.params[pick])  # asked next: pending, as TPE's own picks are
         trial = study.ask(dists)  # left pending: the constant liar spreads the rest of the batch
@@ -172,7 +175,7 @@ def replay(root: Path, variants: list, rehearsal: bool = False, plan_of=None) ->
 def not_tried(variants: list, rep: Replay) -> dict[str, str]:
     """Variant -> why it is not measured: not chosen by a finished search, or waiting for one."""
     spec = settings(variants[0].sweep)
-    said = f"optuna TPE, seed {spec['seed']}"
+    said = f"a balanced start, then optuna TPE, seed {spec['seed']}"
     if rep.done:
         why = f"not tried by the search ({len(rep.history)} trials of {len(variants)} variants, {said})"
     else:

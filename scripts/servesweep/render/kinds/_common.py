@@ -81,10 +81,13 @@ VLLM_REHEARSED = {
     )
 }
 SGLANG_REHEARSED = {
-    "--chunked-prefill-size": "--max-num-batched-tokens",  # -1 (no chunking) is dropped: the mocker's default
+    "--chunked-prefill-size": "--max-num-batched-tokens",  # -1: no chunking (MOCKER_UNLIMITED)
     "--max-running-requests": "--max-num-seqs",
     "--disable-radix-cache": "--no-enable-prefix-caching",
 }
+# the mocker's on/off flags (they take no value) and what a limit at zero or below means to it
+MOCKER_SWITCHES = frozenset(f for f in VLLM_REHEARSED if "enable" in f)
+MOCKER_UNLIMITED = {"--max-num-batched-tokens": "--no-enable-chunked-prefill"}
 
 
 def vllm_profiler(capture: str, trace_dir: str, steps: int | None) -> tuple[list[str], dict]:
