@@ -90,7 +90,7 @@ def test_the_search_starts_with_every_label_of_an_unordered_axis_and_finds_the_b
     """Seed 000's shape: 3 x 2 ranked values and a layout of two labels that alone decides (the rest is
     noise). The balanced start tries both layouts in its first two trials, each differing from the
     other in every axis; over 10 seeds 5 trials name a variant of the better layout every time (a
-    random start then TPE stayed on one layout for 5 of 30 seeds on the seed's rehearsed scores)."""
+    random start then TPE named the worse layout for 5 of 30 seeds on the seed's rehearsed scores)."""
     space = LAYOUT_SPACE
     for seed in range(10):
         root = tmp_path / f"seed-{seed}"
