@@ -174,8 +174,7 @@ def _search_bill(sel, recipe: str, info: dict, chosen: int) -> TrialsBill:
     line = (
         f"sweep {recipe}: search: {chosen} of {chosen + left} trial(s) chosen so far; the other {left} chosen by "
         f"the search (a balanced start, then optuna's TPE; seed {spec['seed']}, {spec['batch']} at a time) from "
-        f"the scores at c{spec['target']} as "
-        f"they come in, in this run: up to {points} point(s), counted in the bound"
+        f"the scores at c{spec['target']} as they come in, in this run: up to {points} point(s), counted in the bound"
     )
     expected = left / len(candidates) * sum(b.gpu_h for b in bills)
     return TrialsBill(recipe, left, expected, sum(b.gpu_h_bound for b in bills[:left]), points, line)

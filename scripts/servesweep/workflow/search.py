@@ -52,6 +52,7 @@ class Space:
     def __init__(self, info: dict, names: list[str]):
         self.groups = info["groups"]
         self.labels = {g["axes"][0]: info["axes"][g["axes"][0]]["labels"] for g in self.groups}
+        self.unordered = {g["axes"][0] for g in self.groups if not g["rank"]}  # groups chosen among labels
         self.names = names  # grid order
         self.by_params = {self._key(self.params_of_choice(info["variants"][n])): n for n in names}
         self.params = {n: self.params_of_choice(info["variants"][n]) for n in names}
@@ -70,8 +71,7 @@ class Space:
 
     def startup(self, spec: dict) -> int:
         """The balanced start's trials: enough for every label of the largest unordered axis."""
-        unordered = [len(self.labels[g["axes"][0]]) for g in self.groups if not g["rank"]]
-        return search_startup(spec, max(unordered, default=0))
+        return search_startup(spec, max((len(self.labels[a]) for a in self.unordered), default=0))
 
     def distributions(self) -> dict:
         from optuna.distributions import CategoricalDistribution, IntDistribution
@@ -103,11 +103,10 @@ class Space:
         start that tries every value of a two-valued axis (TPE's random start may try one layout only,
         and its model then rarely proposes a value it has never scored)."""
         seen = {(g, v) for n in tried for g, v in self.params[n].items()}
-        unordered = {g["axes"][0] for g in self.groups if not g["rank"]}
 
         def fresh(name: str) -> tuple[int, int]:  # new labels first: an excluded corner cannot hide one
             new = [g for g, v in self.params[name].items() if (g, v) not in seen]
-            return sum(g in unordered for g in new), len(new)
+            return sum(g in self.unordered for g in new), len(new)
 
         most = max(map(fresh, untried))
         return rng.choice([n for n in untried if fresh(n) == most])
@@ -122,11 +121,14 @@ def suggest(space: Space, spec: dict, history: list, k: int) -> list[str]:
     import optuna  # only a search pays its import
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    startup = space.startup(spec)
+    # the start lasts while TPE itself would still draw at random: it counts scored trials only
+    starting = sum(v is not None for _, v in history) < startup
     with warnings.catch_warnings():  # multivariate is marked experimental; it models the axes jointly
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         sampler = optuna.samplers.TPESampler(
             seed=(spec["seed"] + len(history)) % 2**32,
-            n_startup_trials=space.startup(spec),
+            n_startup_trials=startup,
             n_ei_candidates=EI_CANDIDATES,
             multivariate=True,
             constant_liar=True,
@@ -141,8 +143,7 @@ def suggest(space: Space, spec: dict, history: list, k: int) -> list[str]:
     for _ in range(k):
         tried = {h for h, _ in history} | set(chosen)
         untried = [n for n in space.names if n not in tried]
-        # the start, while TPE itself would still draw at random (it counts scored trials only)
-        if sum(v is not None for _, v in history) < space.startup(spec):
+        if starting:
             pick = space.balanced(tried, untried, random.Random(f"{spec['seed']}:{len(tried)}"))
             study.enqueue_trial(space.params[pick])  # asked next: pending, as TPE's own picks are
         trial = study.ask(dists)  # left pending: the constant liar spreads the rest of the batch
