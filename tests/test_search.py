@@ -111,16 +111,22 @@ def test_the_search_starts_with_every_label_of_an_unordered_axis_and_finds_the_b
 
 
 def test_a_failed_start_trial_is_replaced_by_a_balanced_one_and_a_batch_replays_the_same(tmp_path):
-    """The start counts scored trials, as TPE does: after a start trial that could not be scored the
-    next pick still differs from it in every axis; a batch of 3 from the same history is the same
-    batch every time, 3 different untried variants."""
+    """The start counts scored trials, as TPE does: after two start trials that could not be scored the
+    third is still balanced (the one sequence-slot value not yet tried, for each of 5 seeds; a TPE
+    random draw has it 4 times in 10); a batch of 3 from the same history is the same batch every
+    time, 3 different untried variants."""
     recipes, problems = load(tmp_path, LAYOUT_SPACE | {"search": {"target": 8, "trials": 5}}, concurrency=[8])
     assert problems == []
     space, spec = Space(recipes[0].sweep, [r.name for r in recipes]), settings(recipes[0].sweep)
     assert space.startup(spec) == 2  # a third of 5 is 1; the layout has 2 labels
-    (first,) = suggest(space, spec, [], 1)
-    (second,) = suggest(space, spec, [(first, None)], 1)
-    assert all(a != b for a, b in zip(space.params[first].values(), space.params[second].values(), strict=True))
+    for seed in range(5):
+        seeded = {**spec, "seed": seed}
+        (first,) = suggest(space, seeded, [], 1)
+        (second,) = suggest(space, seeded, [(first, None)], 1)
+        assert all(a != b for a, b in zip(space.params[first].values(), space.params[second].values(), strict=True))
+        (third,) = suggest(space, seeded, [(first, None), (second, None)], 1)
+        seqs = {space.params[n]["seqs"] for n in (first, second, third)}
+        assert len(seqs) == 3, (seed, first, second, third)
     history = [(first, None), (second, 3400.0)]
     batch = suggest(space, {**spec, "batch": 3}, history, 3)
     assert batch == suggest(space, {**spec, "batch": 3}, history, 3)
